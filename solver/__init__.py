@@ -1,0 +1,15 @@
+"""Selvedge's XPBD cloth solver: NumPy + Numba, no Blender imports (runs anywhere Python does)."""
+from .cloth import BENDING_MODELS, SOLVE_MODES, Cloth, ClothOptions, SolverSettings
+from .diagnostics import ConstraintStats, FrameDiagnostics
+from .errors import ClothInputError, SelvedgeError, SimulationError
+from .hooks import ContactHandler
+from .materials import PRESETS, Material, compliance_from_slider, preset
+from .mesh import grid_mesh, triangulate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BENDING_MODELS", "SOLVE_MODES", "Cloth", "ClothOptions", "SolverSettings", "ConstraintStats",
+    "FrameDiagnostics", "ClothInputError", "SelvedgeError", "SimulationError", "ContactHandler", "PRESETS",
+    "Material", "compliance_from_slider", "preset", "grid_mesh", "triangulate", "__version__",
+]

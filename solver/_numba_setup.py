@@ -1,0 +1,31 @@
+"""Point Numba's on-disk cache at a writable per-user folder before any kernel is compiled.
+
+Numba defaults to ``__pycache__`` next to the source, which is the extension folder: read-only
+on a farm and wrong to pollute. ``SELVEDGE_CACHE_DIR`` overrides the location.
+"""
+import os
+import sys
+
+
+def user_cache_dir() -> str:
+    override = os.environ.get("SELVEDGE_CACHE_DIR")
+    if override:
+        return override
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+    elif sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "selvedge", "numba")
+
+
+CACHE_DIR = user_cache_dir()
+os.makedirs(CACHE_DIR, exist_ok=True)
+os.environ.setdefault("NUMBA_CACHE_DIR", CACHE_DIR)
+
+import numba  # noqa: E402  (must follow the environment set-up above)
+
+# Numba may already have been imported by someone else in this process (another add-on);
+# its config was then read before our environment variable, so set it directly too.
+numba.config.CACHE_DIR = CACHE_DIR

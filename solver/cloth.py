@@ -1,0 +1,509 @@
+"""The XPBD cloth: build from arrays, step frames, read positions, velocities and diagnostics.
+
+Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict,
+reset every multiplier, iterate stretch -> shear -> bend -> tethers -> soft pins -> contacts,
+rebuild velocities from positions. Kinematic (hard-pinned) vertices have inverse mass 0 and
+follow targets interpolated linearly inside the frame.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from . import kernels as kn
+from .coloring import color_constraints
+from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
+                          build_tethers, vertex_uv)
+from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
+                          isometric_errors, p95, soft_pin_errors)
+from .errors import ClothInputError, SimulationError
+from .hooks import AccelerationHook, ContactHandler, ProposalHook
+from .materials import Material
+from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
+
+SOLVE_MODES = ("serial", "colored", "jacobi")
+BENDING_MODELS = ("cross_edge", "dihedral", "isometric")
+#: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
+HARD_PIN_WEIGHT = 1.0 - 1e-6
+#: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
+_SOLVER_LOCK = threading.Lock()
+
+
+@dataclass
+class SolverSettings:
+    """The budget and the world: how much work per frame, and in which way."""
+
+    substeps: int = 10
+    iterations: int = 1
+    solve_mode: str = "serial"
+    #: Over-relaxation for Jacobi (Macklin 2014 suggest 1 < omega < 2).
+    jacobi_omega: float = 1.5
+    fps: float = 24.0
+    gravity_m_s2: tuple = (0.0, 0.0, -9.81)
+    wind_m_s: tuple = (0.0, 0.0, 0.0)
+    #: A vertex faster than this (m/s) means the simulation exploded: the frame is rolled back.
+    max_speed_m_s: float = 500.0
+    #: Numba threads for the coloured mode (None: Numba's default, all cores).
+    threads: int | None = None
+
+    def validate(self) -> None:
+        if not (isinstance(self.substeps, (int, np.integer)) and self.substeps >= 1):
+            raise ClothInputError(f"substeps must be an integer >= 1, got {self.substeps!r}")
+        if not (isinstance(self.iterations, (int, np.integer)) and self.iterations >= 1):
+            raise ClothInputError(f"iterations must be an integer >= 1, got {self.iterations!r}")
+        if self.solve_mode not in SOLVE_MODES:
+            raise ClothInputError(f"solve_mode must be one of {SOLVE_MODES}, got {self.solve_mode!r}")
+        if not 0.0 < self.jacobi_omega < 2.0:
+            raise ClothInputError(f"jacobi_omega must lie in (0, 2), got {self.jacobi_omega}")
+        if not (np.isfinite(self.fps) and self.fps > 0):
+            raise ClothInputError(f"fps must be positive, got {self.fps}")
+        for name in ("gravity_m_s2", "wind_m_s"):
+            value = np.asarray(getattr(self, name), dtype=np.float64)
+            if value.shape != (3,) or not np.isfinite(value).all():
+                raise ClothInputError(f"{name} must be three finite numbers, got {getattr(self, name)!r}")
+
+
+@dataclass
+class ClothOptions:
+    """Which constraints a cloth gets and how they are set up."""
+
+    bending: bool = True
+    bending_model: str = "dihedral"
+    shear: bool = True
+    tethers: bool = True
+    tether_scale: float = 1.05
+    tether_geodesic: bool = True
+    tether_count: int = 1
+    tether_compliance: float = 0.0
+    #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
+    soft_pin_compliance: float = 1e-4
+    #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
+    rest_length_source: str = "mesh"
+    uv_scale_m: float = 1.0
+
+    def validate(self) -> None:
+        if self.bending_model not in BENDING_MODELS:
+            raise ClothInputError(f"bending_model must be one of {BENDING_MODELS}, got {self.bending_model!r}")
+        if self.rest_length_source not in ("mesh", "pattern"):
+            raise ClothInputError(f"rest_length_source must be 'mesh' or 'pattern', got {self.rest_length_source!r}")
+        if not self.tether_scale >= 1.0:
+            raise ClothInputError(f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}")
+        if not (int(self.tether_count) == self.tether_count and 1 <= self.tether_count <= 8):
+            raise ClothInputError(f"tether_count must be an integer in 1..8, got {self.tether_count}")
+        for name in ("tether_compliance", "soft_pin_compliance", "uv_scale_m"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ClothInputError(f"{name} must be finite and >= 0, got {value}")
+
+
+class Cloth:
+    """A simulated cloth piece. Not thread-safe: step one cloth at a time per process.
+
+    Parameters
+    ----------
+    vertices : (N,3) rest (and initial) positions in metres.
+    faces : (T,3) triangles, or a list of polygons (quads and n-gons are fan-triangulated).
+    pin_weights : (N,) in [0,1]; 1 pins hard (kinematic), (0,1) is a soft goal constraint.
+    uvs : (N,2) per-vertex or (T,3,2) per-triangle-corner UVs giving the fabric grain.
+    weight_maps : optional (N,) stiffness weights in [0,1] keyed by ``warp``, ``weft``, ``bias``,
+        ``stretch`` (all grains), ``shear`` and ``bend``; 0 is 1000x more compliant.
+    """
+
+    def __init__(self, vertices, faces, *, material: Material | None = None, options: ClothOptions | None = None,
+                 settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
+                 initial_velocities=None, contact_handler: ContactHandler | None = None,
+                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None):
+        self.material = material or Material()
+        self.options = options or ClothOptions()
+        self.settings = settings or SolverSettings()
+        self.material.validate()
+        self.options.validate()
+        self.settings.validate()
+        rest = np.ascontiguousarray(np.asarray(vertices, dtype=np.float64))
+        triangles = triangulate(faces)
+        self.topology = build_topology(rest, triangles)
+        self.warnings = list(self.topology.warnings)
+        n = rest.shape[0]
+        self.rest_positions = rest
+
+        uv = self._validated_uv(uvs, n)
+        uv_pattern_m = None
+        if self.options.rest_length_source == "pattern":
+            if uv is None:
+                raise ClothInputError("rest_length_source='pattern' needs UVs (the 2D pattern)")
+            uv_pattern_m = vertex_uv(self.topology, uv) * self.options.uv_scale_m
+        pins = self._validated_weights("pin_weights", pin_weights, n, default=0.0)
+        maps = {k: self._validated_weights(f"weight map {k!r}", v, n) for k, v in (weight_maps or {}).items()}
+        unknown = set(maps) - {"warp", "weft", "bias", "stretch", "shear", "bend"}
+        if unknown:
+            raise ClothInputError(f"unknown weight maps {sorted(unknown)}; use warp, weft, bias, stretch, shear, bend")
+
+        area = self.topology.triangle_area * ~self.topology.degenerate_triangle
+        if uv_pattern_m is not None:
+            t = self.topology.triangles
+            p0, p1, p2 = uv_pattern_m[t[:, 0]], uv_pattern_m[t[:, 1]], uv_pattern_m[t[:, 2]]
+            area = 0.5 * np.abs(np.cross(p1 - p0, p2 - p0)) * ~self.topology.degenerate_triangle
+        self.mass = lumped_vertex_mass(n, self.topology.triangles, area, self.material.density_kg_m2)
+        hard = pins >= HARD_PIN_WEIGHT
+        massless = self.mass <= 0.0
+        if (massless & ~hard).any() and self.topology.loose_vertices.size < int((massless & ~hard).sum()):
+            self.warnings.append(f"{int((massless & ~hard).sum())} vertices touch only zero-area triangles; held in place")
+        kinematic = hard | massless
+        self.inv_mass = np.where(kinematic, 0.0, 1.0 / np.where(kinematic, 1.0, self.mass))
+        self.pinned_vertices = np.flatnonzero(pins > 0.0).astype(np.int64)
+        self.kinematic_index = np.flatnonzero(kinematic).astype(np.int64)
+        soft = (pins > 0.0) & ~kinematic
+        self.soft_pin_index = np.flatnonzero(soft).astype(np.int64)
+        self.pin_weights = pins
+
+        self.x = rest.copy()
+        self.v = np.zeros_like(rest)
+        if initial_velocities is not None:
+            v0 = np.asarray(initial_velocities, dtype=np.float64)
+            if v0.shape != rest.shape:
+                raise ClothInputError(f"initial velocities must have shape {rest.shape}, got {v0.shape}")
+            check_finite("initial velocities", v0)
+            self.v[~kinematic] = v0[~kinematic]
+        self._x_substep_start = rest.copy()
+        self._target_prev = rest[self.kinematic_index].copy()
+        self._soft_prev = rest[self.soft_pin_index].copy()
+
+        sets: list[ConstraintSet] = []
+        stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps)
+        self.stretch = stretch
+        sets.append(stretch)
+        if self.options.shear:
+            sets.append(build_shear(rest, self.topology, uv, uv_pattern_m, self.material, maps, self.edge_grain))
+        if self.options.bending:
+            sets.append(build_bending(rest, self.topology, uv_pattern_m, self.material, maps,
+                                      self.options.bending_model))
+        if self.options.tethers:
+            tethers = build_tethers(rest, self.topology, self.inv_mass, np.flatnonzero(hard & ~massless),
+                                    geodesic=self.options.tether_geodesic, count=self.options.tether_count,
+                                    scale=self.options.tether_scale, compliance=self.options.tether_compliance,
+                                    uv_pattern_m=uv_pattern_m)
+            if tethers.count == 0 and self.inv_mass.any():
+                self.warnings.append("tethers requested but the cloth has no hard pins: no tethers built")
+            sets.append(tethers)
+        if self.soft_pin_index.size:
+            soft_set = build_soft_pins(self.soft_pin_index, pins[self.soft_pin_index], self.options.soft_pin_compliance)
+            soft_set.params["target"] = rest[self.soft_pin_index].copy()
+            sets.append(soft_set)
+        self._sets_serial = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        self._sets_colored: list[ConstraintSet] | None = None
+
+        self.contact_handler = contact_handler
+        self.acceleration_hook = acceleration_hook
+        self.proposal_hook = proposal_hook
+        self.frame = 0
+        self.history: list[FrameDiagnostics] = []
+        self._dx = np.zeros_like(rest)
+        self._hits = np.zeros(n)
+        self._no_extra = np.zeros((0, 3))
+
+    # ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _validated_weights(name, weights, n, default=None):
+        if weights is None:
+            return np.full(n, default, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (n,):
+            raise ClothInputError(f"{name} must have shape ({n},), got {w.shape}")
+        check_finite(name, w)
+        if w.min() < 0.0 or w.max() > 1.0:
+            raise ClothInputError(f"{name} must lie in [0, 1], found {w.min():.3g}..{w.max():.3g}")
+        return w
+
+    def _validated_uv(self, uvs, n):
+        if uvs is None:
+            return None
+        uv = np.asarray(uvs, dtype=np.float64)
+        t = self.topology.triangles.shape[0]
+        if uv.shape not in ((n, 2), (t, 3, 2)):
+            raise ClothInputError(f"UVs must have shape ({n}, 2) per vertex or ({t}, 3, 2) per corner, got {uv.shape}")
+        check_finite("UVs", uv)
+        return uv
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def positions(self) -> np.ndarray:
+        """Current positions (N,3), metres; a read-only view."""
+        view = self.x.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def velocities(self) -> np.ndarray:
+        view = self.v.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def constraint_sets(self) -> list[ConstraintSet]:
+        """The constraint sets in solve order, as scheduled for the current solve mode."""
+        if self.settings.solve_mode == "colored":
+            if self._sets_colored is None:
+                self._sets_colored = []
+                for s in self._sets_serial:
+                    order, offsets = color_constraints(s.vertices.reshape(s.count, -1), self.inv_mass)
+                    self._sets_colored.append(s.permuted(order, offsets))
+            return self._sets_colored
+        return self._sets_serial
+
+    @property
+    def constraint_count(self) -> int:
+        return sum(s.count for s in self._sets_serial)
+
+    @property
+    def last_diagnostics(self) -> FrameDiagnostics | None:
+        return self.history[-1] if self.history else None
+
+    def set_positions(self, positions, velocities=None) -> None:
+        """Teleport the cloth (e.g. to a start pose); multipliers are per substep, nothing else to reset."""
+        x = np.asarray(positions, dtype=np.float64)
+        if x.shape != self.x.shape:
+            raise ClothInputError(f"positions must have shape {self.x.shape}, got {x.shape}")
+        check_finite("positions", x)
+        self.x[:] = x
+        self.v[:] = 0.0 if velocities is None else np.asarray(velocities, dtype=np.float64)
+        self._target_prev = self.x[self.kinematic_index].copy()
+        self._soft_prev = self.x[self.soft_pin_index].copy()
+
+    # ------------------------------------------------------------------------------------------
+    def _split_targets(self, pin_targets):
+        """Frame-end targets for kinematic and soft-pinned vertices from (N,3) or (P,3) input."""
+        if pin_targets is None:
+            return self._target_prev.copy(), self._soft_prev.copy()
+        t = np.asarray(pin_targets, dtype=np.float64)
+        n = self.x.shape[0]
+        if t.shape == (n, 3):
+            full = t
+        elif t.shape == (self.pinned_vertices.size, 3):
+            full = self.x.copy()
+            full[self.kinematic_index] = self._target_prev
+            full[self.pinned_vertices] = t
+        else:
+            raise ClothInputError(
+                f"pin targets must have shape ({n}, 3) (all vertices) or ({self.pinned_vertices.size}, 3) "
+                f"(the pinned vertices, in order), got {t.shape}")
+        check_finite("pin targets", full[self.kinematic_index])
+        check_finite("pin targets", full[self.soft_pin_index])
+        return full[self.kinematic_index].copy(), full[self.soft_pin_index].copy()
+
+    def step(self, pin_targets=None, frame_dt: float | None = None) -> FrameDiagnostics:
+        """Advance one frame. ``pin_targets``: where pinned vertices are at the frame's end.
+
+        Raises :class:`SimulationError` (state rolled back to the frame start) when the frame
+        produced a non-finite state or a vertex faster than ``settings.max_speed_m_s``.
+        """
+        if not _SOLVER_LOCK.acquire(blocking=False):
+            raise RuntimeError("the Selvedge solver is already running in another thread; step one cloth at a time")
+        try:
+            return self._step_locked(pin_targets, frame_dt)
+        finally:
+            _SOLVER_LOCK.release()
+
+    def _step_locked(self, pin_targets, frame_dt):
+        self.settings.validate()
+        frame_dt = 1.0 / self.settings.fps if frame_dt is None else float(frame_dt)
+        if not (np.isfinite(frame_dt) and frame_dt > 0):
+            raise ClothInputError(f"frame_dt must be positive, got {frame_dt}")
+        kinematic_end, soft_end = self._split_targets(pin_targets)
+        if self.settings.solve_mode == "colored" and self.settings.threads:
+            numba.set_num_threads(int(self.settings.threads))
+        snapshot = (self.x.copy(), self.v.copy())
+        timings = {}
+        t_frame = time.perf_counter()
+        self._run_frame(frame_dt, kinematic_end, soft_end, timings, check_phases=False)
+        bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
+        if bad >= 0:
+            cause = self._diagnose(snapshot, frame_dt, kinematic_end, soft_end, bad)
+            self.x[:], self.v[:] = snapshot
+            raise SimulationError(f"frame {self.frame + 1}: {cause}; the frame was rolled back")
+        self._target_prev = kinematic_end
+        self._soft_prev = soft_end
+        self.frame += 1
+        timings["total"] = time.perf_counter() - t_frame
+        t0 = time.perf_counter()
+        diag = self._diagnostics(frame_dt / self.settings.substeps)
+        timings["diagnostics"] = time.perf_counter() - t0
+        diag.timings_ms = {k: 1e3 * v for k, v in timings.items()}
+        self.history.append(diag)
+        return diag
+
+    def _diagnose(self, snapshot, frame_dt, kinematic_end, soft_end, bad_vertex) -> str:
+        """Replay the failed frame with a check after every phase to name the first bad one."""
+        self.x[:], self.v[:] = snapshot
+        try:
+            self._run_frame(frame_dt, kinematic_end, soft_end, {}, check_phases=True)
+        except _PhaseFailure as failure:
+            return str(failure)
+        speed = float(np.linalg.norm(snapshot[1][bad_vertex])) if np.isfinite(snapshot[1][bad_vertex]).all() else 0.0
+        return (f"vertex {bad_vertex} became non-finite or exceeded {self.settings.max_speed_m_s} m/s "
+                f"(speed at frame start {speed:.3g} m/s)")
+
+    def _check(self, phase: str, substep: int, h: float) -> None:
+        bad = kn.first_bad_vertex(self.x, (self.x - self._x_substep_start) / h, self.settings.max_speed_m_s)
+        if bad >= 0:
+            raise _PhaseFailure(
+                f"{phase} produced a non-finite or exploding position at vertex {bad} in substep {substep + 1} "
+                f"(limit {self.settings.max_speed_m_s} m/s)")
+
+    def _run_frame(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+        s = self.settings
+        n_sub = s.substeps
+        h = frame_dt / n_sub
+        gravity = np.asarray(s.gravity_m_s2, dtype=np.float64)
+        wind = np.asarray(s.wind_m_s, dtype=np.float64)
+        sets = self.constraint_sets
+        handler = self.contact_handler
+        clock = time.perf_counter
+
+        def tick(name, t0):
+            timings[name] = timings.get(name, 0.0) + clock() - t0
+
+        if handler is not None:
+            t0 = clock()
+            handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
+            tick("contacts_broad_phase", t0)
+        soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
+        for sub in range(n_sub):
+            t_start, t_end = sub / n_sub, (sub + 1) / n_sub
+            extra = self._no_extra
+            if self.acceleration_hook is not None:
+                t0 = clock()
+                a = self.acceleration_hook(self.x, self.v, h, t_start)
+                if a is not None:
+                    extra = np.ascontiguousarray(a, dtype=np.float64)
+                    if extra.shape != self.x.shape:
+                        raise ClothInputError(f"acceleration hook returned shape {extra.shape}, expected {self.x.shape}")
+                    if check_phases and not np.isfinite(extra).all():
+                        raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
+                tick("learned", t0)
+            t0 = clock()
+            kn.predict_positions(self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s,
+                                 wind, self.kinematic_index, self._target_prev, kinematic_end, t_end, h,
+                                 self._x_substep_start)
+            if soft_set is not None:
+                kn.interpolate_targets(self._soft_prev, soft_end, t_end, soft_set.params["target"])
+            tick("predict", t0)
+            if check_phases:
+                self._check("prediction", sub, h)
+            if self.proposal_hook is not None:
+                t0 = clock()
+                proposal = self.proposal_hook(self._x_substep_start, self.x, self.v, h)
+                if proposal is not None:
+                    proposal = np.asarray(proposal, dtype=np.float64)
+                    free = self.inv_mass > 0
+                    self.x[free] = proposal[free]
+                tick("learned", t0)
+                if check_phases:
+                    self._check("the proposal hook", sub, h)
+            for c in sets:
+                c.lam.fill(0.0)
+            if handler is not None:
+                t0 = clock()
+                handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
+                tick("contacts_narrow_phase", t0)
+            for _ in range(s.iterations):
+                for c in sets:
+                    t0 = clock()
+                    self._project(c, h)
+                    tick(c.name, t0)
+                    if check_phases:
+                        self._check(f"the {c.name} constraints", sub, h)
+                if handler is not None:
+                    t0 = clock()
+                    handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+                    tick("contacts_solve", t0)
+                    if check_phases:
+                        self._check("the contact handler", sub, h)
+            t0 = clock()
+            kn.update_velocities(self.x, self._x_substep_start, h, self.v)
+            tick("velocity", t0)
+            if handler is not None:
+                t0 = clock()
+                handler.end_substep(self.x, self.v, self.inv_mass, h)
+                tick("contacts_solve", t0)
+
+    def _project(self, c: ConstraintSet, h: float) -> None:
+        """One pass over one constraint set in the current solve mode."""
+        mode = self.settings.solve_mode
+        x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
+        if c.kind == "distance":
+            args = (x, x0, w, c.vertices, p["rest_length"], p["compliance"], p["damping_s"], c.unilateral, h)
+            fns = (kn.solve_distance_serial, kn.solve_distance_colored, kn.solve_distance_jacobi)
+        elif c.kind == "dihedral":
+            args = (x, x0, w, c.vertices, p["rest_angle"], p["compliance"], p["damping_s"], h)
+            fns = (kn.solve_bend_dihedral_serial, kn.solve_bend_dihedral_colored, kn.solve_bend_dihedral_jacobi)
+        elif c.kind == "isometric":
+            args = (x, x0, w, c.vertices, p["stencil"], p["compliance"], p["damping_s"], h)
+            fns = (kn.solve_bend_isometric_serial, kn.solve_bend_isometric_colored, kn.solve_bend_isometric_jacobi)
+        else:
+            args = (x, w, c.vertices, p["target"], p["compliance"], h)
+            if mode == "serial":
+                kn.solve_soft_pin_serial(*args, c.lam)
+            elif mode == "colored":
+                kn.solve_soft_pin_colored(*args, c.lam)
+            else:
+                kn.solve_soft_pin_jacobi(*args, c.lam, self._dx, self._hits)
+                kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
+            return
+        if mode == "serial":
+            fns[0](*args, c.lam)
+        elif mode == "colored":
+            fns[1](*args, c.color_offsets, c.lam)
+        else:
+            fns[2](*args, c.lam, self._dx, self._hits)
+            kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
+
+    # ------------------------------------------------------------------------------------------
+    def constraint_errors(self, h: float | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per constraint set: (|C|, |C + alpha~ lambda|) arrays at the current state."""
+        h = h if h is not None else 1.0 / (self.settings.fps * self.settings.substeps)
+        out = {}
+        for c in self.constraint_sets:
+            c_abs = np.zeros(c.count)
+            res = np.zeros(c.count)
+            p = c.params
+            if c.kind == "distance":
+                distance_errors(self.x, c.vertices, p["rest_length"], p["compliance"], c.unilateral, h, c.lam, c_abs,
+                                res)
+            elif c.kind == "dihedral":
+                dihedral_errors(self.x, c.vertices, p["rest_angle"], p["compliance"], h, c.lam, c_abs, res)
+            elif c.kind == "isometric":
+                isometric_errors(self.x, c.vertices, p["stencil"], p["compliance"], h, c.lam, c_abs, res)
+            else:
+                soft_pin_errors(self.x, c.vertices, p["target"], p["compliance"], h, c.lam, c_abs, res)
+            out[c.name] = (c_abs, res)
+        return out
+
+    def edge_strain(self) -> np.ndarray:
+        """Strain (L - L0)/L0 of every mesh edge at the current state."""
+        out = np.empty(self.stretch.count)
+        edge_strain(self.x, self.stretch.vertices, self.stretch.params["rest_length"], out)
+        return out
+
+    def _diagnostics(self, h: float) -> FrameDiagnostics:
+        diag = FrameDiagnostics(frame=self.frame)
+        for c, (c_abs, res) in zip(self.constraint_sets, self.constraint_errors(h).values()):
+            diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
+        strain = self.edge_strain()
+        diag.strain_max = float(strain.max())
+        diag.strain_p95 = p95(strain)
+        free = self.inv_mass > 0
+        m = self.mass[free]
+        diag.kinetic_energy_j = float(0.5 * np.sum(m * np.sum(self.v[free] ** 2, axis=1)))
+        g = np.asarray(self.settings.gravity_m_s2, dtype=np.float64)
+        diag.gravitational_energy_j = float(-np.sum(m * (self.x[free] @ g)))
+        if self.contact_handler is not None:
+            diag.contacts = self.contact_handler.diagnostics()
+        return diag
+
+
+class _PhaseFailure(Exception):
+    pass

@@ -1,0 +1,445 @@
+"""Numba kernels of the XPBD solver: one ``solve_<constraint>`` body per constraint type.
+
+Every body follows the same five steps (000 sec. 3, XPBD eq. 18 and the damped eq. 26):
+C and its gradients; K = sum_j w_j |grad_j C|^2 and alpha~ = alpha / h^2; guard a degenerate
+K; one shared multiplier update :func:`xpbd_delta_lambda`; apply ``w_j grad_j C dlambda``.
+
+Each body reads positions from ``x_read`` and adds its correction to ``x_write``. Gauss-Seidel
+passes the same array twice (later constraints see the new positions at once); Jacobi passes
+the frozen positions and an accumulator, plus a per-vertex hit count for constraint averaging.
+Each constraint type then has three small drivers: serial (fixed order, bit-reproducible),
+coloured (``prange`` inside one colour, whose constraints share no writable vertex), and Jacobi.
+
+Arguments come in a fixed order: state arrays, constraint inputs, parameters, then outputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from . import _numba_setup  # noqa: F401  (cache directory before any compilation)
+
+_JIT = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
+_JIT_PARALLEL = dict(_JIT, parallel=True)
+
+#: Below this K + alpha~ a constraint has no usable direction and is skipped (m^2 per kg scale).
+DEGENERATE_DENOMINATOR = 1e-20
+
+
+@njit(inline="always", **_JIT)
+def xpbd_delta_lambda(C, weighted_grad_sq, alpha_tilde, gamma, grad_dot_velocity_h, lam):
+    """Shared XPBD multiplier update with constraint damping (XPBD eq. 26).
+
+    ``dlambda = (-C - alpha~ lambda - gamma grad C . (x - x_n)) / ((1 + gamma) K + alpha~)``
+    with ``gamma = damping_s / h``; returns 0 for a degenerate denominator.
+    """
+    denominator = (1.0 + gamma) * weighted_grad_sq + alpha_tilde
+    if denominator < DEGENERATE_DENOMINATOR:
+        return 0.0
+    return (-C - alpha_tilde * lam - gamma * grad_dot_velocity_h) / denominator
+
+
+@njit(inline="always", **_JIT)
+def clamp_unilateral(lam, dlam, sign):
+    """Inequality constraints: keep the accumulated multiplier on one side (sign * lambda >= 0).
+
+    A tether (C = d - L_max <= 0) has sign -1: it may only pull. A contact has sign +1: it may
+    only push. Returns the clamped increment.
+    """
+    new_lam = lam + dlam
+    if sign * new_lam < 0.0:
+        new_lam = 0.0
+    return new_lam - lam
+
+
+# ----------------------------------------------------------------------------------------------
+# Distance: stretch (warp/weft/bias), shear, cross-edge bending and tethers (unilateral).
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s,
+                   unilateral, h, lam, x_write, hit_count, count_hits):
+    """C = |x_i - x_j| - L (Mueller 2006; XPBD); grad_i C = n, grad_j C = -n.
+
+    ``unilateral`` (tethers, Kim 2012 long range attachments): only C > 0 is corrected and the
+    multiplier may only pull.
+    """
+    i = vertices[k, 0]
+    j = vertices[k, 1]
+    wi = inv_mass[i]
+    wj = inv_mass[j]
+    w_sum = wi + wj
+    if w_sum == 0.0:
+        return
+    dx = x_read[i, 0] - x_read[j, 0]
+    dy = x_read[i, 1] - x_read[j, 1]
+    dz = x_read[i, 2] - x_read[j, 2]
+    length = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if length < 1e-12:
+        return
+    C = length - rest_length[k]
+    if unilateral and C <= 0.0 and lam[k] == 0.0:
+        return
+    nx, ny, nz = dx / length, dy / length, dz / length
+    alpha_tilde = compliance[k] / (h * h)
+    gamma = damping_s[k] / h
+    rel = 0.0
+    if gamma > 0.0:
+        rel = (nx * ((x_read[i, 0] - x_substep_start[i, 0]) - (x_read[j, 0] - x_substep_start[j, 0]))
+               + ny * ((x_read[i, 1] - x_substep_start[i, 1]) - (x_read[j, 1] - x_substep_start[j, 1]))
+               + nz * ((x_read[i, 2] - x_substep_start[i, 2]) - (x_read[j, 2] - x_substep_start[j, 2])))
+    dlam = xpbd_delta_lambda(C, w_sum, alpha_tilde, gamma, rel, lam[k])
+    if unilateral:
+        dlam = clamp_unilateral(lam[k], dlam, -1.0)
+    lam[k] += dlam
+    x_write[i, 0] += wi * dlam * nx
+    x_write[i, 1] += wi * dlam * ny
+    x_write[i, 2] += wi * dlam * nz
+    x_write[j, 0] -= wj * dlam * nx
+    x_write[j, 1] -= wj * dlam * ny
+    x_write[j, 2] -= wj * dlam * nz
+    if count_hits:
+        hit_count[i] += 1.0
+        hit_count[j] += 1.0
+
+
+@njit(**_JIT)
+def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s, unilateral,
+                          h, lam):
+    dummy = np.empty(0)
+    for k in range(vertices.shape[0]):
+        solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s, unilateral,
+                       h, lam, x, dummy, False)
+
+
+@njit(**_JIT_PARALLEL)
+def solve_distance_colored(x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s, unilateral,
+                           h, color_offsets, lam):
+    dummy = np.empty(0)
+    for color in range(color_offsets.shape[0] - 1):
+        for k in prange(color_offsets[color], color_offsets[color + 1]):
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s,
+                           unilateral, h, lam, x, dummy, False)
+
+
+@njit(**_JIT)
+def solve_distance_jacobi(x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s, unilateral,
+                          h, lam, dx, hit_count):
+    for k in range(vertices.shape[0]):
+        solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, compliance, damping_s, unilateral,
+                       h, lam, dx, hit_count, True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Soft pins: goal constraints C = |x_i - target_i| pulling a partially pinned vertex home.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def solve_soft_pin(k, x_read, inv_mass, vertex, target, compliance, h, lam, x_write, hit_count, count_hits):
+    """C = |x_i - g_i| (goal / attachment constraint); grad C = (x_i - g_i) / |x_i - g_i|."""
+    i = vertex[k]
+    wi = inv_mass[i]
+    dx = x_read[i, 0] - target[k, 0]
+    dy = x_read[i, 1] - target[k, 1]
+    dz = x_read[i, 2] - target[k, 2]
+    length = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if length < 1e-12 or wi == 0.0:
+        return
+    alpha_tilde = compliance[k] / (h * h)
+    dlam = xpbd_delta_lambda(length, wi, alpha_tilde, 0.0, 0.0, lam[k])
+    lam[k] += dlam
+    s = wi * dlam / length
+    x_write[i, 0] += s * dx
+    x_write[i, 1] += s * dy
+    x_write[i, 2] += s * dz
+    if count_hits:
+        hit_count[i] += 1.0
+
+
+@njit(**_JIT)
+def solve_soft_pin_serial(x, inv_mass, vertex, target, compliance, h, lam):
+    dummy = np.empty(0)
+    for k in range(vertex.shape[0]):
+        solve_soft_pin(k, x, inv_mass, vertex, target, compliance, h, lam, x, dummy, False)
+
+
+@njit(**_JIT_PARALLEL)
+def solve_soft_pin_colored(x, inv_mass, vertex, target, compliance, h, lam):
+    dummy = np.empty(0)
+    for k in prange(vertex.shape[0]):  # one goal per vertex: no two share a vertex
+        solve_soft_pin(k, x, inv_mass, vertex, target, compliance, h, lam, x, dummy, False)
+
+
+@njit(**_JIT)
+def solve_soft_pin_jacobi(x, inv_mass, vertex, target, compliance, h, lam, dx, hit_count):
+    for k in range(vertex.shape[0]):
+        solve_soft_pin(k, x, inv_mass, vertex, target, compliance, h, lam, dx, hit_count, True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Dihedral-angle bending.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def dihedral_angle_and_gradient(x1, x2, x3, x4, grad):
+    """Signed dihedral angle of the hinge x3-x4 with wings x1, x2, and its 4-point gradient.
+
+    theta = atan2((n1 x n2) . e, n1 . n2), n1 ~ (x1-x3) x (x1-x4), n2 ~ (x2-x4) x (x2-x3),
+    e = x4 - x3. The gradient is the analytic stencil of Bridson et al. 2003 (equivalent to the
+    PBD paper's appendix, without the 1/sqrt(1 - d^2) singularity of the acos form at flat
+    hinges): grad_1 = -|e| N1/|N1|^2, grad_2 = -|e| N2/|N2|^2, and the edge vertices take the
+    rest so the four sum to zero. Returns (theta, ok); ok is False for degenerate wings.
+    """
+    ex, ey, ez = x4[0] - x3[0], x4[1] - x3[1], x4[2] - x3[2]
+    e_len = math.sqrt(ex * ex + ey * ey + ez * ez)
+    a1x, a1y, a1z = x1[0] - x3[0], x1[1] - x3[1], x1[2] - x3[2]
+    b1x, b1y, b1z = x1[0] - x4[0], x1[1] - x4[1], x1[2] - x4[2]
+    a2x, a2y, a2z = x2[0] - x4[0], x2[1] - x4[1], x2[2] - x4[2]
+    b2x, b2y, b2z = x2[0] - x3[0], x2[1] - x3[1], x2[2] - x3[2]
+    n1x, n1y, n1z = a1y * b1z - a1z * b1y, a1z * b1x - a1x * b1z, a1x * b1y - a1y * b1x
+    n2x, n2y, n2z = a2y * b2z - a2z * b2y, a2z * b2x - a2x * b2z, a2x * b2y - a2y * b2x
+    n1_sq = n1x * n1x + n1y * n1y + n1z * n1z
+    n2_sq = n2x * n2x + n2y * n2y + n2z * n2z
+    e_sq = e_len * e_len
+    if e_len < 1e-12 or n1_sq < 1e-16 * e_sq * e_sq or n2_sq < 1e-16 * e_sq * e_sq:
+        return 0.0, False
+    n1_len = math.sqrt(n1_sq)
+    n2_len = math.sqrt(n2_sq)
+    cos_t = (n1x * n2x + n1y * n2y + n1z * n2z) / (n1_len * n2_len)
+    cx, cy, cz = n1y * n2z - n1z * n2y, n1z * n2x - n1x * n2z, n1x * n2y - n1y * n2x
+    sin_t = (cx * ex + cy * ey + cz * ez) / (n1_len * n2_len * e_len)
+    theta = math.atan2(sin_t, cos_t)
+    s1 = -e_len / n1_sq
+    s2 = -e_len / n2_sq
+    grad[0, 0], grad[0, 1], grad[0, 2] = s1 * n1x, s1 * n1y, s1 * n1z
+    grad[1, 0], grad[1, 1], grad[1, 2] = s2 * n2x, s2 * n2y, s2 * n2z
+    p1 = (b1x * ex + b1y * ey + b1z * ez) / e_len  # (x1 - x4) . e / |e|
+    p2 = (a2x * ex + a2y * ey + a2z * ez) / e_len  # (x2 - x4) . e / |e|
+    q1 = (a1x * ex + a1y * ey + a1z * ez) / e_len  # (x1 - x3) . e / |e|
+    q2 = (b2x * ex + b2y * ey + b2z * ez) / e_len  # (x2 - x3) . e / |e|
+    for d in range(3):
+        u1 = grad[0, d] / e_len  # = -N1_d/|N1|^2
+        u2 = grad[1, d] / e_len
+        grad[2, d] = p1 * u1 + p2 * u2
+        grad[3, d] = -(q1 * u1 + q2 * u2)
+    return theta, True
+
+
+@njit(inline="always", **_JIT)
+def wrap_angle(angle):
+    """Map an angle difference into (-pi, pi] so a hinge folded past flat never jumps by 2 pi."""
+    while angle > math.pi:
+        angle -= 2.0 * math.pi
+    while angle <= -math.pi:
+        angle += 2.0 * math.pi
+    return angle
+
+
+@njit(inline="always", **_JIT)
+def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
+                        grad, lam, x_write, hit_count, count_hits):
+    """C = theta - theta_0 (wrapped), theta the signed dihedral angle (PBD 2006 sec. 4.2, atan2 form).
+
+    ``vertices[k] = (wing 1, wing 2, hinge a, hinge b)``; compliance in 1/(N m) per hinge.
+    """
+    v0, v1, v2, v3 = vertices[k, 0], vertices[k, 1], vertices[k, 2], vertices[k, 3]
+    theta, ok = dihedral_angle_and_gradient(x_read[v0], x_read[v1], x_read[v2], x_read[v3], grad)
+    if not ok:
+        return
+    C = wrap_angle(theta - rest_angle[k])
+    weighted = 0.0
+    rel = 0.0
+    for a in range(4):
+        v = vertices[k, a]
+        g_sq = grad[a, 0] * grad[a, 0] + grad[a, 1] * grad[a, 1] + grad[a, 2] * grad[a, 2]
+        weighted += inv_mass[v] * g_sq
+        for d in range(3):
+            rel += grad[a, d] * (x_read[v, d] - x_substep_start[v, d])
+    dlam = xpbd_delta_lambda(C, weighted, compliance[k] / (h * h), damping_s[k] / h, rel, lam[k])
+    lam[k] += dlam
+    for a in range(4):
+        v = vertices[k, a]
+        s = inv_mass[v] * dlam
+        for d in range(3):
+            x_write[v, d] += s * grad[a, d]
+        if count_hits:
+            hit_count[v] += 1.0
+
+
+@njit(**_JIT)
+def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, lam):
+    grad = np.empty((4, 3))
+    dummy = np.empty(0)
+    for k in range(vertices.shape[0]):
+        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, grad,
+                            lam, x, dummy, False)
+
+
+@njit(**_JIT_PARALLEL)
+def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
+                                color_offsets, lam):
+    dummy = np.empty(0)
+    for color in range(color_offsets.shape[0] - 1):
+        for k in prange(color_offsets[color], color_offsets[color + 1]):
+            grad = np.empty((4, 3))
+            solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
+                                grad, lam, x, dummy, False)
+
+
+@njit(**_JIT)
+def solve_bend_dihedral_jacobi(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, lam,
+                               dx, hit_count):
+    grad = np.empty((4, 3))
+    for k in range(vertices.shape[0]):
+        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, grad,
+                            lam, dx, hit_count, True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Isometric (quadratic) bending, Bergou et al. 2006.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def solve_bend_isometric(k, x_read, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam,
+                         x_write, hit_count, count_hits):
+    """Vector constraint C = sum_i s_i x_i (3 components), s = sqrt(6/(A0+A1)) K (Bergou 2006).
+
+    Because Q = s s^T (a rank-one 4x4 matrix precomputed from the rest state), the energy
+    1/2 C.C / alpha equals 1/2 x^T Q x / alpha: quadratic, with constant gradients s_i per
+    component. All three components share K = sum_i w_i s_i^2, so one vector dlambda does it.
+    ``lam`` has shape (m, 3).
+    """
+    weighted = 0.0
+    cx = 0.0
+    cy = 0.0
+    cz = 0.0
+    rx = 0.0
+    ry = 0.0
+    rz = 0.0
+    for a in range(4):
+        v = vertices[k, a]
+        s = stencil[k, a]
+        weighted += inv_mass[v] * s * s
+        cx += s * x_read[v, 0]
+        cy += s * x_read[v, 1]
+        cz += s * x_read[v, 2]
+        rx += s * (x_read[v, 0] - x_substep_start[v, 0])
+        ry += s * (x_read[v, 1] - x_substep_start[v, 1])
+        rz += s * (x_read[v, 2] - x_substep_start[v, 2])
+    alpha_tilde = compliance[k] / (h * h)
+    gamma = damping_s[k] / h
+    dlx = xpbd_delta_lambda(cx, weighted, alpha_tilde, gamma, rx, lam[k, 0])
+    dly = xpbd_delta_lambda(cy, weighted, alpha_tilde, gamma, ry, lam[k, 1])
+    dlz = xpbd_delta_lambda(cz, weighted, alpha_tilde, gamma, rz, lam[k, 2])
+    lam[k, 0] += dlx
+    lam[k, 1] += dly
+    lam[k, 2] += dlz
+    for a in range(4):
+        v = vertices[k, a]
+        s = inv_mass[v] * stencil[k, a]
+        x_write[v, 0] += s * dlx
+        x_write[v, 1] += s * dly
+        x_write[v, 2] += s * dlz
+        if count_hits:
+            hit_count[v] += 1.0
+
+
+@njit(**_JIT)
+def solve_bend_isometric_serial(x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam):
+    dummy = np.empty(0)
+    for k in range(vertices.shape[0]):
+        solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam, x,
+                             dummy, False)
+
+
+@njit(**_JIT_PARALLEL)
+def solve_bend_isometric_colored(x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h,
+                                 color_offsets, lam):
+    dummy = np.empty(0)
+    for color in range(color_offsets.shape[0] - 1):
+        for k in prange(color_offsets[color], color_offsets[color + 1]):
+            solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam,
+                                 x, dummy, False)
+
+
+@njit(**_JIT)
+def solve_bend_isometric_jacobi(x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam, dx,
+                                hit_count):
+    for k in range(vertices.shape[0]):
+        solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, compliance, damping_s, h, lam, dx,
+                             hit_count, True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Integration, Jacobi averaging and state checks.
+# ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def predict_positions(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_s, wind, kinematic_index,
+                      kinematic_start, kinematic_end, t_end, h, x_substep_start):
+    """Semi-implicit Euler prediction (000 sec. 1) plus kinematic targets at the substep end.
+
+    Air drag decays the velocity relative to the wind exactly, ``exp(-rate h)``, so the
+    result does not depend on the substep count. ``extra_acceleration`` (n,3) is the learned
+    acceleration hook (or an empty (0,3) array). Kinematic vertices move to the linear
+    interpolation of their start/end targets at ``t_end`` (fraction of the frame).
+    """
+    n = x.shape[0]
+    decay = math.exp(-air_drag_per_s * h)
+    has_extra = extra_acceleration.shape[0] == n
+    for i in range(n):
+        for d in range(3):
+            x_substep_start[i, d] = x[i, d]
+        if inv_mass[i] > 0.0:
+            for d in range(3):
+                a = gravity[d]
+                if has_extra:
+                    a += extra_acceleration[i, d]
+                vel = v[i, d] + h * a
+                vel = wind[d] + (vel - wind[d]) * decay
+                v[i, d] = vel
+                x[i, d] += h * vel
+    for k in range(kinematic_index.shape[0]):
+        i = kinematic_index[k]
+        for d in range(3):
+            x[i, d] = kinematic_start[k, d] + t_end * (kinematic_end[k, d] - kinematic_start[k, d])
+
+
+@njit(**_JIT)
+def interpolate_targets(start, end, t, out):
+    for k in range(start.shape[0]):
+        for d in range(3):
+            out[k, d] = start[k, d] + t * (end[k, d] - start[k, d])
+
+
+@njit(**_JIT)
+def apply_jacobi(x, dx, hit_count, omega):
+    """x += omega * dx / hits: constraint averaging with over-relaxation (Macklin 2014); clears buffers."""
+    for i in range(x.shape[0]):
+        if hit_count[i] > 0.0:
+            s = omega / hit_count[i]
+            for d in range(3):
+                x[i, d] += s * dx[i, d]
+                dx[i, d] = 0.0
+            hit_count[i] = 0.0
+
+
+@njit(**_JIT)
+def update_velocities(x, x_substep_start, h, v):
+    """v = (x - x_n) / h after projection (000 sec. 1): corrections become velocity changes."""
+    inv_h = 1.0 / h
+    for i in range(x.shape[0]):
+        for d in range(3):
+            v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
+
+
+@njit(**_JIT)
+def first_bad_vertex(x, v, max_speed):
+    """Index of the first vertex with a non-finite position/velocity or a speed above the limit; -1 if none."""
+    limit_sq = max_speed * max_speed
+    for i in range(x.shape[0]):
+        s = 0.0
+        for d in range(3):
+            if not (math.isfinite(x[i, d]) and math.isfinite(v[i, d])):
+                return i
+            s += v[i, d] * v[i, d]
+        if s > limit_sq:
+            return i
+    return -1
