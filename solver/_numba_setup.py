@@ -2,6 +2,11 @@
 
 Numba defaults to ``__pycache__`` next to the source, which is the extension folder: read-only
 on a farm and wrong to pollute. ``SELVEDGE_CACHE_DIR`` overrides the location.
+
+Numba's cache entries name the module they were compiled in, and the same source files are
+imported under different package names (``bl_ext.user_default.selvedge`` inside Blender,
+``selvedge`` in plain Python), so each package name gets its own sub-folder; otherwise one
+name would try to load the other's entries and fail.
 """
 import os
 import sys
@@ -20,7 +25,8 @@ def user_cache_dir() -> str:
     return os.path.join(base, "selvedge", "numba")
 
 
-CACHE_DIR = user_cache_dir()
+_PACKAGE = __name__.rsplit(".solver.", 1)[0]
+CACHE_DIR = os.path.join(user_cache_dir(), "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in _PACKAGE))
 os.makedirs(CACHE_DIR, exist_ok=True)
 os.environ.setdefault("NUMBA_CACHE_DIR", CACHE_DIR)
 

@@ -173,7 +173,8 @@ class Cloth:
         self._soft_prev = rest[self.soft_pin_index].copy()
 
         sets: list[ConstraintSet] = []
-        stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps)
+        stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps,
+                                                   self.options.uv_scale_m)
         self.stretch = stretch
         sets.append(stretch)
         if self.options.shear:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import ClothInputError
 from .geodesic import edge_adjacency, k_nearest_sources_euclidean, k_nearest_sources_geodesic
-from .mesh import MeshTopology
+from .mesh import MIN_EDGE_LENGTH_M, MeshTopology
 
 WARP, WEFT, BIAS = 0, 1, 2
 GRAIN_NAMES = ("warp", "weft", "bias")
@@ -134,7 +134,13 @@ def weight_scale(weight_map: np.ndarray | None, vertices: np.ndarray) -> np.ndar
     return 1.0 / np.maximum(w, MIN_STIFFNESS_WEIGHT)
 
 
-def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps) -> tuple[ConstraintSet, np.ndarray]:
+def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps,
+                  uv_scale_m: float = 1.0) -> tuple[ConstraintSet, np.ndarray]:
+    """Every mesh edge, with the compliance of its grain class scaled by painted weights.
+
+    Pattern rest lengths with per-corner UVs use each edge's own corner UVs, so edges along a
+    UV seam keep their true pattern length.
+    """
     edges = topology.edges
     grain = classify_grain(rest, topology, edges, uv)
     per_class = np.array([material.stretch_compliance_warp, material.stretch_compliance_weft,
@@ -144,11 +150,21 @@ def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps) -> tu
         sel = grain == cls
         compliance[sel] *= weight_scale(weight_maps.get(name), edges[sel]) * weight_scale(
             weight_maps.get("stretch"), edges[sel])
+    if uv_pattern_m is not None and uv.ndim == 3:
+        rest_length = np.linalg.norm(_corner_uv_per_edge(topology, uv, edges), axis=1) * uv_scale_m
+    else:
+        rest_length = pair_rest_length(rest, edges, uv_pattern_m)
+    collapsed = rest_length < MIN_EDGE_LENGTH_M
+    if collapsed.any():
+        first = int(np.flatnonzero(collapsed)[0])
+        raise ClothInputError(
+            f"{int(collapsed.sum())} edges have zero pattern (UV) length (first: vertices {edges[first].tolist()}); "
+            "unwrap the mesh without overlapping or collapsed UVs, or use mesh rest lengths")
     stretch = ConstraintSet(
         name="stretch",
         kind="distance",
         vertices=np.ascontiguousarray(edges, dtype=np.int32),
-        params=dict(rest_length=pair_rest_length(rest, edges, uv_pattern_m), compliance=compliance,
+        params=dict(rest_length=rest_length, compliance=compliance,
                     damping_s=np.full(edges.shape[0], material.stretch_damping_s)),
     )
     return stretch, grain
