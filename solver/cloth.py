@@ -314,6 +314,14 @@ class Cloth:
         if not (np.isfinite(frame_dt) and frame_dt > 0):
             raise ClothInputError(f"frame_dt must be positive, got {frame_dt}")
         kinematic_end, soft_end = self._split_targets(pin_targets)
+        if kinematic_end.size:
+            travel = np.linalg.norm(kinematic_end - self._target_prev, axis=1)
+            worst = int(np.argmax(travel))
+            if travel[worst] / frame_dt > self.settings.max_speed_m_s:
+                raise ClothInputError(
+                    f"pin target of vertex {int(self.kinematic_index[worst])} jumps {travel[worst]:.3g} m in one frame "
+                    f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
+                    "rig call set_positions() instead of stepping")
         if self.settings.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(int(self.settings.threads))
         snapshot = (self.x.copy(), self.v.copy())
@@ -327,6 +335,8 @@ class Cloth:
             raise SimulationError(f"frame {self.frame + 1}: {cause}; the frame was rolled back")
         self._target_prev = kinematic_end
         self._soft_prev = soft_end
+        if self.contact_handler is not None:
+            self.contact_handler.end_frame()
         self.frame += 1
         timings["total"] = time.perf_counter() - t_frame
         t0 = time.perf_counter()

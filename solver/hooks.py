@@ -11,6 +11,7 @@ The solver calls them in the order of 002 sec. 3::
         iterations x: stretch, shear, bend, tethers, soft pins, contact_handler.project
         v = (x - x_n) / h
         contact_handler.end_substep       velocity-level work (restitution, friction)
+    contact_handler.end_frame             after a successful (not rolled-back) frame
 """
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ class ContactHandler:
         pass
 
     def end_substep(self, x: np.ndarray, v: np.ndarray, inv_mass: np.ndarray, h: float) -> None:
+        pass
+
+    def end_frame(self) -> None:
+        """Called once after a frame succeeded (not after a rolled-back one): commit per-frame state,
+        e.g. the colliders' end poses become the next frame's start poses."""
         pass
 
     def diagnostics(self) -> dict:
