@@ -1,0 +1,151 @@
+"""Selvedge's scene data: ``Object.selvedge`` and ``Scene.selvedge`` PropertyGroups.
+
+Property paths for scripts: ``obj.selvedge.role``, ``obj.selvedge.material_preset``,
+``obj.selvedge.stretch_stiffness``, ... and ``scene.selvedge.substeps``, ``scene.selvedge.cache_folder``, ...
+Settings are turned into solver objects by :mod:`.scene_to_solver` (no Blender there).
+"""
+import bpy
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+from bpy.types import PropertyGroup
+
+from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
+
+ROLE_ITEMS = (
+    ("NONE", "None", "Not simulated by Selvedge"),
+    ("CLOTH", "Cloth", "Simulated as cloth"),
+    ("COLLIDER", "Collider", "Cloth collides with this object"),
+)
+PRESET_ITEMS = tuple((name, name.replace("_", " ").title(), f"Fabric preset '{name}': sets the sliders below")
+                     for name in PRESET_NAMES)
+BENDING_ITEMS = (
+    ("cross_edge", "Cross Edge", "Distance constraint across each hinge: cheap, slightly anisotropic"),
+    ("dihedral", "Dihedral", "Dihedral-angle constraint per hinge: handles large folds"),
+    ("isometric", "Isometric", "Quadratic isometric bending (Bergou 2006): fast, for nearly inextensible cloth"),
+)
+SOLVE_ITEMS = (
+    ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
+    ("colored", "Coloured Parallel", "Gauss-Seidel over graph colours on all cores"),
+    ("jacobi", "Jacobi", "Averaged Jacobi updates on all cores: parallel, needs more iterations"),
+)
+PROXY_ITEMS = (
+    ("AUTO", "Auto", "Pick the simplest proxy that fits"),
+    ("PLANE", "Plane", "Infinite plane through the object's origin, along its local Z"),
+    ("SPHERE", "Sphere", "Sphere fitted to the bounds"),
+    ("CAPSULE", "Capsule", "Capsule fitted to the bounds"),
+    ("BOX", "Box", "Oriented box from the bounds"),
+    ("MESH", "Mesh", "The evaluated mesh itself"),
+)
+assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i in SOLVE_ITEMS) == SOLVE_MODES
+
+
+def _apply_preset(self, context):
+    """Picking a preset sets the sliders to its values (the solver is imported here, lazily)."""
+    from .scene_to_solver import preset_slider_values
+
+    for key, value in preset_slider_values(self.material_preset).items():
+        setattr(self, key, value)
+
+
+class SelvedgeObjectSettings(PropertyGroup):
+    role: EnumProperty(name="Role", description="What Selvedge does with this object", items=ROLE_ITEMS,
+                       default="NONE")
+
+    # Cloth: material. Defaults are the 'cotton' preset's values (a test checks they agree).
+    material_preset: EnumProperty(name="Material", description="Fabric preset; picking one sets the sliders",
+                                  items=PRESET_ITEMS, default="cotton", update=_apply_preset)
+    stretch_stiffness: FloatProperty(
+        name="Stretch Stiffness", description="Resistance to stretching along warp, weft and bias (0 soft, 1 stiff, "
+        "log scale); the preset's grain ratios are kept", default=0.2831617, min=0.0, max=1.0, precision=3)
+    bend_stiffness: FloatProperty(
+        name="Bend Stiffness", description="Resistance to bending (0 limp, 1 stiff, log scale)", default=0.2831617,
+        min=0.0, max=1.0, precision=3)
+    density_kg_m2: FloatProperty(name="Density", description="Areal density, kg per square metre", default=0.15,
+                                 min=1e-4, soft_max=2.0, precision=3)
+    damping_s: FloatProperty(name="Damping", description="Constraint damping along stretch (and, scaled as in the "
+                             "preset, bend) directions, in seconds", default=1e-4, min=0.0, soft_max=0.1,
+                             precision=5)
+    air_drag_per_s: FloatProperty(name="Air Drag", description="Linear air drag rate, 1/s", default=0.3, min=0.0,
+                                  soft_max=10.0)
+    friction: FloatProperty(name="Friction", description="Static friction coefficient against colliders (kinetic "
+                            "friction keeps the preset's ratio)", default=0.6, min=0.0, soft_max=2.0)
+    thickness_m: FloatProperty(name="Thickness", description="Cloth thickness for collisions, metres",
+                               default=0.0015, min=1e-5, soft_max=0.05, precision=4, unit="LENGTH")
+    bending_model: EnumProperty(name="Bending Model", description="How bending is constrained", items=BENDING_ITEMS,
+                                default="dihedral")
+    pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: weight 1 follows the "
+                              "animated mesh exactly, weights between 0 and 1 pull softly", default="")
+    weight_map_warp: StringProperty(name="Warp Map", description="Optional vertex group scaling warp stretch "
+                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
+    weight_map_weft: StringProperty(name="Weft Map", description="Optional vertex group scaling weft stretch "
+                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
+    weight_map_bend: StringProperty(name="Bend Map", description="Optional vertex group scaling bending "
+                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
+    uv_map: StringProperty(name="UV Map", description="UV map giving the fabric's warp (U) and weft (V) directions; "
+                           "empty: the active UV map (none: isotropic)", default="")
+    use_tethers: BoolProperty(name="Tethers", description="Long-range attachments to the pins stop sagging",
+                              default=True)
+    tether_scale: FloatProperty(name="Tether Scale", description="Slack of the tethers (1: no stretch allowed)",
+                                default=1.05, min=1.0, soft_max=1.5)
+    use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself",
+                                     default=False)
+
+    # Collider.
+    collider_proxy: EnumProperty(name="Proxy", description="Shape used for collisions", items=PROXY_ITEMS,
+                                 default="AUTO")
+    collider_thickness_m: FloatProperty(name="Thickness", description="Collision margin, metres", default=0.005,
+                                        min=0.0, soft_max=0.1, precision=4, unit="LENGTH")
+    collider_friction: FloatProperty(name="Friction", description="Friction coefficient", default=0.5, min=0.0,
+                                     soft_max=2.0)
+    fit_capsules_to_bones: BoolProperty(name="Fit Capsules to Bones", description="For rigged bodies: one capsule "
+                                        "per deforming bone", default=False)
+
+    # Bookkeeping of what a bake created (read by Free Bake; not shown in the UI).
+    bake_cache_file: StringProperty(name="Baked Cache", description="PC2 file the last cache bake wrote",
+                                    default="", options={"HIDDEN"})
+    bake_sidecar_file: StringProperty(name="Baked Sidecar", description="JSON sidecar the last cache bake wrote",
+                                      default="", options={"HIDDEN"})
+    bake_modifier: StringProperty(name="Baked Modifier", description="Mesh Cache modifier the bake added",
+                                  default="", options={"HIDDEN"})
+    bake_shape_keys: StringProperty(name="Baked Shape Keys", description="Shape keys the bake added (JSON list)",
+                                    default="", options={"HIDDEN"})
+    bake_created_basis: BoolProperty(default=False, options={"HIDDEN"})
+    bake_shape_key_animation: StringProperty(default="", options={"HIDDEN"},
+                                             description="What the shape-key bake added to the animation (JSON)")
+
+
+class SelvedgeSceneSettings(PropertyGroup):
+    substeps: IntProperty(name="Substeps", description="Solver substeps per frame (the main quality knob)",
+                          default=10, min=1, soft_max=100)
+    iterations: IntProperty(name="Iterations", description="Constraint passes per substep", default=1, min=1,
+                            soft_max=20)
+    solve_mode: EnumProperty(name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS,
+                             default="serial")
+    network_mode: EnumProperty(
+        name="Learned Network", description="How the learned network assists the solver",
+        items=(("OFF", "Off", "Plain XPBD"),
+               ("PROPOSAL", "Proposal", "The network proposes positions that XPBD then corrects"),
+               ("RESIDUAL", "Residual", "The network adds a learned acceleration (residual physics)")),
+        default="OFF")
+    use_scene_frame_range: BoolProperty(name="Use Scene Frame Range", description="Bake the scene's frame range",
+                                        default=True)
+    frame_start: IntProperty(name="Start", description="First baked frame (the rest pose)", default=1)
+    frame_end: IntProperty(name="End", description="Last baked frame", default=250)
+    cache_folder: StringProperty(name="Cache Folder", description="Where point caches and sidecars are written",
+                                 default="//selvedge_cache", subtype="DIR_PATH")
+
+
+CLASSES = (SelvedgeObjectSettings, SelvedgeSceneSettings)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    bpy.types.Object.selvedge = PointerProperty(type=SelvedgeObjectSettings)
+    bpy.types.Scene.selvedge = PointerProperty(type=SelvedgeSceneSettings)
+
+
+def unregister():
+    del bpy.types.Scene.selvedge
+    del bpy.types.Object.selvedge
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)

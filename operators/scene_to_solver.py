@@ -1,0 +1,122 @@
+"""Map Selvedge's Blender settings to solver objects. Imports no Blender module.
+
+The functions take anything with the named attributes (a Blender PropertyGroup, a
+``types.SimpleNamespace`` or a dict through :func:`as_namespace`), so they are unit-tested
+without Blender and the operators stay thin. The solver (and with it Numba) is imported
+lazily, inside the functions, so enabling the add-on stays fast.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+#: Material presets offered in the UI; a test checks this equals ``solver.materials.PRESETS``.
+#: Kept as a literal so that building the enum does not import the solver (and Numba).
+PRESET_NAMES = ("cotton", "silk", "denim", "leather", "jersey_knit", "rubber")
+#: Same for ``solver.BENDING_MODELS`` and ``solver.SOLVE_MODES``.
+BENDING_MODELS = ("cross_edge", "dihedral", "isometric")
+SOLVE_MODES = ("serial", "colored", "jacobi")
+
+#: Per-object cloth settings that feed the solver, in the order they are documented.
+CLOTH_KEYS = ("material_preset", "stretch_stiffness", "bend_stiffness", "density_kg_m2", "damping_s",
+              "air_drag_per_s", "friction", "thickness_m", "bending_model", "pin_group", "weight_map_warp",
+              "weight_map_weft", "weight_map_bend", "uv_map", "use_tethers", "tether_scale", "use_self_collision")
+#: Solver weight-map key -> the per-object setting naming its vertex group.
+WEIGHT_MAP_KEYS = {"warp": "weight_map_warp", "weft": "weight_map_weft", "bend": "weight_map_bend"}
+#: Per-scene settings that feed the solver.
+SCENE_KEYS = ("substeps", "iterations", "solve_mode", "network_mode", "use_scene_frame_range", "frame_start",
+              "frame_end", "cache_folder")
+
+
+def as_namespace(values: dict) -> SimpleNamespace:
+    return SimpleNamespace(**values)
+
+
+def settings_dict(settings, keys) -> dict:
+    """Plain ``{key: value}`` of the named settings (JSON-safe: enums are strings)."""
+    return {k: _plain(getattr(settings, k)) for k in keys}
+
+
+def _plain(value):
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    try:
+        return [_plain(v) for v in value]
+    except TypeError:
+        return str(value)
+
+
+def preset_slider_values(name: str) -> dict:
+    """The slider values that reproduce preset ``name`` (what the UI shows after picking it)."""
+    from ..solver.materials import BEND_COMPLIANCE_RANGE, STRETCH_COMPLIANCE_RANGE, preset, slider_from_compliance
+
+    m = preset(name)
+    return {
+        "stretch_stiffness": slider_from_compliance(m.stretch_compliance_warp, STRETCH_COMPLIANCE_RANGE),
+        "bend_stiffness": slider_from_compliance(m.bend_compliance, BEND_COMPLIANCE_RANGE),
+        "density_kg_m2": m.density_kg_m2,
+        "damping_s": m.stretch_damping_s,
+        "air_drag_per_s": m.air_drag_per_s,
+        "friction": m.friction_static,
+        "thickness_m": m.thickness_m,
+    }
+
+
+def material_from_settings(cloth):
+    """A solver ``Material``: the preset, with the sliders and physical values applied on top.
+
+    Stretch stiffness moves warp, weft, bias and shear together (their ratios stay the
+    preset's); damping moves stretch and bend damping together; friction moves static and
+    kinetic friction together.
+    """
+    from dataclasses import replace
+
+    from ..solver.materials import preset
+
+    base = preset(cloth.material_preset)
+    m = base.with_stiffness(stretch_01=float(cloth.stretch_stiffness), bend_01=float(cloth.bend_stiffness))
+    damping = float(cloth.damping_s)
+    friction = float(cloth.friction)
+    return replace(
+        m,
+        name=f"{base.name} (custom)",
+        density_kg_m2=float(cloth.density_kg_m2),
+        thickness_m=float(cloth.thickness_m),
+        stretch_damping_s=damping,
+        bend_damping_s=damping * (base.bend_damping_s / base.stretch_damping_s if base.stretch_damping_s else 10.0),
+        air_drag_per_s=float(cloth.air_drag_per_s),
+        friction_static=friction,
+        friction_kinetic=friction * (base.friction_kinetic / base.friction_static if base.friction_static else 1.0),
+    )
+
+
+def options_from_settings(cloth):
+    """Solver ``ClothOptions`` from the per-object settings."""
+    from ..solver.cloth import ClothOptions
+
+    return ClothOptions(bending_model=str(cloth.bending_model), tethers=bool(cloth.use_tethers),
+                        tether_scale=float(cloth.tether_scale))
+
+
+def solver_settings_from_scene(scene_settings, fps: float):
+    """Solver ``SolverSettings`` from the per-scene settings and the scene's frame rate."""
+    from ..solver.cloth import SolverSettings
+
+    return SolverSettings(substeps=int(scene_settings.substeps), iterations=int(scene_settings.iterations),
+                          solve_mode=str(scene_settings.solve_mode), fps=float(fps))
+
+
+def frame_range(scene_settings, scene_frame_start: int, scene_frame_end: int) -> tuple[int, int]:
+    """The bake's (first, last) frame; raises ``ValueError`` when reversed."""
+    if scene_settings.use_scene_frame_range:
+        first, last = int(scene_frame_start), int(scene_frame_end)
+    else:
+        first, last = int(scene_settings.frame_start), int(scene_settings.frame_end)
+    if last < first:
+        raise ValueError(f"the frame range is reversed ({first} to {last}); the end frame must not precede the start")
+    return first, last
+
+
+def cache_file_stem(object_name: str) -> str:
+    """A file-system-safe stem for an object's cache files."""
+    safe = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in object_name).strip(".")
+    return safe or "object"

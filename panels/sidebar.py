@@ -1,0 +1,136 @@
+"""The "Selvedge" tab of the 3D viewport sidebar (N panel). Drawing only; no physics here."""
+import bpy
+from bpy.types import Panel
+
+ICONS = {"ERROR": "ERROR", "WARNING": "INFO"}
+
+
+class _SelvedgePanel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Selvedge"
+
+
+class SELVEDGE_PT_object(_SelvedgePanel, Panel):
+    bl_label = "Object"
+
+    def draw(self, context):
+        layout = self.layout
+        obj = context.object
+        if obj is None:
+            layout.label(text="No active object")
+            return
+        layout.prop(obj.selvedge, "role", expand=True)
+        if obj.selvedge.role == "NONE":
+            layout.operator("selvedge.set_role", text="Make Selected Cloth").role = "CLOTH"
+            layout.operator("selvedge.set_role", text="Make Selected Collider").role = "COLLIDER"
+        elif obj.selvedge.role == "CLOTH":
+            from ..operators.bake import misconfiguration
+
+            for level, message in misconfiguration(obj):
+                layout.label(text=message, icon=ICONS[level])
+
+
+class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
+    bl_label = "Cloth"
+    bl_parent_id = "SELVEDGE_PT_object"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.selvedge.role == "CLOTH"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        s = obj.selvedge
+        layout.prop(s, "material_preset")
+        col = layout.column(align=True)
+        for name in ("stretch_stiffness", "bend_stiffness", "density_kg_m2", "damping_s", "air_drag_per_s",
+                     "friction", "thickness_m"):
+            col.prop(s, name)
+        layout.prop(s, "bending_model")
+        if obj.type == "MESH":
+            layout.prop_search(s, "pin_group", obj, "vertex_groups")
+            layout.operator("selvedge.pin_group_from_selection")
+            col = layout.column(align=True)
+            for name in ("weight_map_warp", "weight_map_weft", "weight_map_bend"):
+                col.prop_search(s, name, obj, "vertex_groups")
+            layout.prop_search(s, "uv_map", obj.data, "uv_layers")
+        row = layout.row(heading="Tethers")
+        row.prop(s, "use_tethers", text="")
+        sub = row.row()
+        sub.active = s.use_tethers
+        sub.prop(s, "tether_scale", text="Scale")
+        layout.prop(s, "use_self_collision")
+
+
+class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
+    bl_label = "Collider"
+    bl_parent_id = "SELVEDGE_PT_object"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.selvedge.role == "COLLIDER"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        s = context.object.selvedge
+        for name in ("collider_proxy", "collider_thickness_m", "collider_friction", "fit_capsules_to_bones"):
+            layout.prop(s, name)
+
+
+class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
+    bl_label = "Solver & Bake"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        s = context.scene.selvedge
+        col = layout.column(align=True)
+        col.prop(s, "substeps")
+        col.prop(s, "iterations")
+        layout.prop(s, "solve_mode")
+        layout.prop(s, "use_scene_frame_range")
+        if not s.use_scene_frame_range:
+            col = layout.column(align=True)
+            col.prop(s, "frame_start")
+            col.prop(s, "frame_end")
+        layout.prop(s, "cache_folder")
+        col = layout.column(align=True)
+        col.operator("selvedge.bake_cache", icon="FILE_CACHE")
+        col.operator("selvedge.bake_shape_keys", icon="SHAPEKEY_DATA")
+        col.operator("selvedge.free_bake", icon="TRASH")
+        layout.prop(s, "network_mode")
+
+
+class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
+    bl_label = "Diagnostics"
+    bl_parent_id = "SELVEDGE_PT_scene"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.selvedge.role == "CLOTH"
+
+    def draw(self, context):
+        from ..operators.bake import last_bake_stats
+
+        layout = self.layout
+        s = context.object.selvedge
+        stats = last_bake_stats(context.object)
+        if s.bake_cache_file:
+            layout.label(text=f"Cache: {bpy.path.basename(s.bake_cache_file)}", icon="FILE_CACHE")
+        if s.bake_shape_keys:
+            layout.label(text="Baked to shape keys", icon="SHAPEKEY_DATA")
+        if stats is None:
+            layout.label(text="No bake statistics yet")
+            return
+        col = layout.column(align=True)
+        col.label(text=f"Frames {stats['frame_start']}-{stats['frame_end']} ({stats['frames']} simulated)")
+        col.label(text=f"Last frame: max strain {100 * stats['strain_max']:.2f}%, "
+                       f"P95 {100 * stats['strain_p95']:.2f}%")
+        col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
+
+
+CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_diagnostics)
