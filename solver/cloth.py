@@ -17,7 +17,7 @@ import numpy as np
 from . import kernels as kn
 from .coloring import color_constraints
 from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
-                          build_tethers, vertex_uv)
+                          build_tethers, hops_to_pins, sweep_order_from_pins, vertex_uv)
 from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
@@ -37,7 +37,7 @@ _SOLVER_LOCK = threading.Lock()
 class SolverSettings:
     """The budget and the world: how much work per frame, and in which way."""
 
-    substeps: int = 10
+    substeps: int = 20
     iterations: int = 1
     solve_mode: str = "serial"
     #: Over-relaxation for Jacobi (Macklin 2014 suggest 1 < omega < 2).
@@ -47,6 +47,9 @@ class SolverSettings:
     wind_m_s: tuple = (0.0, 0.0, 0.0)
     #: A vertex faster than this (m/s) means the simulation exploded: the frame is rolled back.
     max_speed_m_s: float = 500.0
+    #: An edge stretched beyond this strain (10 = 1000 %) means the budget cannot hold the cloth
+    #: together (too few substeps for the mesh and material): the frame is rolled back.
+    max_strain: float = 10.0
     #: Numba threads for the coloured mode (None: Numba's default, all cores).
     threads: int | None = None
 
@@ -175,7 +178,7 @@ class Cloth:
         sets: list[ConstraintSet] = []
         stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps,
                                                    self.options.uv_scale_m)
-        self.stretch = stretch
+        self.edge_rest_length = stretch.params["rest_length"]  # in topology.edges order, like edge_grain
         sets.append(stretch)
         if self.options.shear:
             sets.append(build_shear(rest, self.topology, uv, uv_pattern_m, self.material, maps, self.edge_grain))
@@ -194,7 +197,11 @@ class Cloth:
             soft_set = build_soft_pins(self.soft_pin_index, pins[self.soft_pin_index], self.options.soft_pin_compliance)
             soft_set.params["target"] = rest[self.soft_pin_index].copy()
             sets.append(soft_set)
-        self._sets_serial = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        if self.kinematic_index.size:
+            hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
+            sets = [sweep_order_from_pins(s, hops) for s in sets]
+        self._sets_serial = sets
         self._sets_colored: list[ConstraintSet] | None = None
 
         self.contact_handler = contact_handler
@@ -254,6 +261,11 @@ class Cloth:
                     self._sets_colored.append(s.permuted(order, offsets))
             return self._sets_colored
         return self._sets_serial
+
+    @property
+    def stretch(self) -> ConstraintSet:
+        """The stretch constraints (one per mesh edge) in serial sweep order."""
+        return self._sets_serial[0]
 
     @property
     def constraint_count(self) -> int:
@@ -333,6 +345,15 @@ class Cloth:
             cause = self._diagnose(snapshot, frame_dt, kinematic_end, soft_end, bad)
             self.x[:], self.v[:] = snapshot
             raise SimulationError(f"frame {self.frame + 1}: {cause}; the frame was rolled back")
+        strain = self.edge_strain()
+        worst_edge = int(np.argmax(strain))
+        if strain[worst_edge] > self.settings.max_strain:
+            self.x[:], self.v[:] = snapshot
+            a, b = self.topology.edges[worst_edge]
+            raise SimulationError(
+                f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
+                f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; raise "
+                f"substeps (now {self.settings.substeps}); the frame was rolled back")
         self._target_prev = kinematic_end
         self._soft_prev = soft_end
         if self.contact_handler is not None:
@@ -340,7 +361,7 @@ class Cloth:
         self.frame += 1
         timings["total"] = time.perf_counter() - t_frame
         t0 = time.perf_counter()
-        diag = self._diagnostics(frame_dt / self.settings.substeps)
+        diag = self._diagnostics(frame_dt / self.settings.substeps, strain)
         timings["diagnostics"] = time.perf_counter() - t0
         diag.timings_ms = {k: 1e3 * v for k, v in timings.items()}
         self.history.append(diag)
@@ -494,16 +515,15 @@ class Cloth:
         return out
 
     def edge_strain(self) -> np.ndarray:
-        """Strain (L - L0)/L0 of every mesh edge at the current state."""
-        out = np.empty(self.stretch.count)
-        edge_strain(self.x, self.stretch.vertices, self.stretch.params["rest_length"], out)
+        """Strain (L - L0)/L0 of every mesh edge (``topology.edges`` order) at the current state."""
+        out = np.empty(self.topology.edges.shape[0])
+        edge_strain(self.x, self.topology.edges, self.edge_rest_length, out)
         return out
 
-    def _diagnostics(self, h: float) -> FrameDiagnostics:
+    def _diagnostics(self, h: float, strain: np.ndarray) -> FrameDiagnostics:
         diag = FrameDiagnostics(frame=self.frame)
         for c, (c_abs, res) in zip(self.constraint_sets, self.constraint_errors(h).values()):
             diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
-        strain = self.edge_strain()
         diag.strain_max = float(strain.max())
         diag.strain_p95 = p95(strain)
         free = self.inv_mass > 0

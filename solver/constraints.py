@@ -144,7 +144,7 @@ def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps,
     edges = topology.edges
     grain = classify_grain(rest, topology, edges, uv)
     per_class = np.array([material.stretch_compliance_warp, material.stretch_compliance_weft,
-                          material.stretch_compliance_bias])
+                          material.stretch_compliance_bias], dtype=np.float64)
     compliance = per_class[grain].copy()
     for cls, name in enumerate(GRAIN_NAMES):
         sel = grain == cls
@@ -323,3 +323,25 @@ def build_soft_pins(soft_index: np.ndarray, soft_weight: np.ndarray, soft_pin_co
     compliance = soft_pin_compliance * (1.0 - soft_weight) / soft_weight
     return ConstraintSet("soft_pin", "soft_pin", np.ascontiguousarray(soft_index, dtype=np.int32),
                          dict(compliance=compliance))
+
+
+def sweep_order_from_pins(constraint_set: ConstraintSet, hops_to_pin: np.ndarray) -> ConstraintSet:
+    """Reorder a set so a Gauss-Seidel sweep starts at the pins and moves outward.
+
+    A sweep carries a pin's correction down a whole chain in one pass only when it starts at
+    the pin (001 sec. 2.4 and 7.1); mesh order starts wherever vertex 0 happens to be. Measured
+    on a 64x64 sheet hanging from two corners, 20 substeps x 1 iteration: max strain 97 % in mesh
+    order, 21 % pin-outward. The order is stable, so serial mode stays bit-reproducible.
+    """
+    if constraint_set.count == 0:
+        return constraint_set
+    key = hops_to_pin[constraint_set.vertices.reshape(constraint_set.count, -1)].min(axis=1)
+    order = np.argsort(key, kind="stable")
+    return constraint_set.permuted(order, np.array([0, constraint_set.count], dtype=np.int64))
+
+
+def hops_to_pins(n_vertices: int, edges: np.ndarray, kinematic: np.ndarray) -> np.ndarray:
+    """Edge hops from every vertex to the nearest kinematic vertex (inf where none is reachable)."""
+    start, neighbour, length = edge_adjacency(n_vertices, edges, np.ones(edges.shape[0]))
+    _, dist = k_nearest_sources_geodesic(n_vertices, start, neighbour, length, kinematic.astype(np.int64), 1)
+    return dist[:, 0]
