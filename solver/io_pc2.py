@@ -69,9 +69,21 @@ def _target_mode(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_current_umask()
+
+
+def _current_umask() -> int:
+    """The process umask; read from /proc where possible (setting it, even briefly, races threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def _commit(handle, tmp: Path, path: Path) -> None:
@@ -280,20 +292,38 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def _finite_only(value, replaced: list):
+    """Copy of a JSON tree with NaN / infinity replaced by None (JSON null), counting them."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        replaced.append(value)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_only(v, replaced) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_only(v, replaced) for v in value]
+    return value
+
+
 def write_sidecar(path, settings: dict, frames=(), extra: dict | None = None) -> Path:
     """Atomically write the bake's JSON sidecar: settings plus per-frame diagnostics.
 
     ``frames`` holds :class:`~.diagnostics.FrameDiagnostics` objects or their ``to_dict()``
-    form. Non-finite floats are refused (strict JSON), so a sidecar always parses.
+    form; NumPy values, dataclasses and paths are converted. The file is strict JSON: a NaN or
+    infinity (a diagnostic of a degenerate frame, say) is written as ``null`` and counted in the
+    top-level ``non_finite_values``, so a log entry never costs the bake it describes.
     """
     doc = {"format": "selvedge-bake", "version": 1, "settings": settings,
            "frames": [f.to_dict() if hasattr(f, "to_dict") else f for f in frames]}
     if extra:
         doc.update(extra)
-    try:
-        text = json.dumps(doc, indent=1, allow_nan=False, default=_json_default)
-    except ValueError as error:
-        raise CacheError(f"sidecar holds a non-finite number: {error}") from None
+    # Round trip through the permissive encoder to reach plain Python types, then make it strict.
+    tree = json.loads(json.dumps(doc, default=_json_default))
+    replaced: list = []
+    tree = _finite_only(tree, replaced)
+    tree["non_finite_values"] = len(replaced)
+    text = json.dumps(tree, indent=1, allow_nan=False)
     path = Path(path)
     handle, tmp = _open_temp(path)
     try:

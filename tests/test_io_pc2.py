@@ -56,15 +56,15 @@ def test_one_shot_file_matches_spec_bytes(tmp_path, frames):
 
 
 def test_file_mode_follows_umask_or_the_replaced_file(tmp_path, frames):
-    umask = os.umask(0o022)
+    umask = os.umask(0o027)
     try:
         path = write_pc2(tmp_path / "a.pc2", frames)
-        assert path.stat().st_mode & 0o777 == 0o644  # what open() would give, not mkstemp's 0600
-        path.chmod(0o640)
+        assert path.stat().st_mode & 0o777 == 0o640  # 0666 & ~umask, as open() gives; not mkstemp's 0600
+        path.chmod(0o604)
         write_pc2(path, frames[:1])
-        assert path.stat().st_mode & 0o777 == 0o640  # an existing cache keeps its mode
+        assert path.stat().st_mode & 0o777 == 0o604  # an existing cache keeps its mode
         side = write_sidecar(tmp_path / "a.json", {})
-        assert side.stat().st_mode & 0o777 == 0o644
+        assert side.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(umask)
 
@@ -210,7 +210,7 @@ def test_sidecar_round_trip_with_diagnostics(tmp_path):
                          diags, extra={"cache": "cloth.pc2"})
     doc = json.loads(path.read_text())
     assert doc == read_sidecar(path)
-    assert doc["format"] == "selvedge-bake" and doc["version"] == 1
+    assert doc["format"] == "selvedge-bake" and doc["version"] == 1 and doc["non_finite_values"] == 0
     assert doc["settings"]["pins"] == [20, 24] and doc["settings"]["count"] == 3
     assert doc["settings"]["solver"]["substeps"] == 2 and doc["settings"]["solver"]["gravity_m_s2"] == [0.0, 0.0, -9.81]
     assert doc["cache"] == "cloth.pc2"
@@ -221,11 +221,26 @@ def test_sidecar_round_trip_with_diagnostics(tmp_path):
     assert leftovers(tmp_path, {"cloth.json"}) == []
 
 
-def test_sidecar_refuses_nan_and_keeps_previous(tmp_path):
+def test_sidecar_is_strict_json_with_nan_as_null(tmp_path):
+    target = write_sidecar(tmp_path / "cloth.json", {"a": float("nan"), "b": [1.0, float("inf")]},
+                           [{"frame": 1, "strain_max": float("-inf")}])
+    text = target.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    doc = json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))
+    assert doc["settings"] == {"a": None, "b": [1.0, None]}
+    assert doc["frames"] == [{"frame": 1, "strain_max": None}]
+    assert doc["non_finite_values"] == 3
+
+
+def test_sidecar_failure_keeps_previous(tmp_path, monkeypatch):
     target = tmp_path / "cloth.json"
     write_sidecar(target, {"a": 1})
     before = target.read_bytes()
-    with pytest.raises(CacheError, match="non-finite"):
-        write_sidecar(target, {"a": float("nan")})
+    with pytest.raises(TypeError, match="not JSON serialisable"):
+        write_sidecar(target, {"a": object()})
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError("I/O error")))
+    with pytest.raises(OSError, match="I/O error"):
+        write_sidecar(target, {"a": 2})
+    monkeypatch.undo()
     assert target.read_bytes() == before
     assert leftovers(tmp_path, {"cloth.json"}) == []
