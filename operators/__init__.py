@@ -6,9 +6,9 @@ Modules that import ``bpy`` are imported inside ``register`` so that the Blender
 
 
 def _classes():
-    from . import bake_ops, setup_ops
+    from . import bake_ops, overlay, preview_ops, setup_ops
 
-    return (*setup_ops.CLASSES, *bake_ops.CLASSES)
+    return (*setup_ops.CLASSES, *bake_ops.CLASSES, *preview_ops.CLASSES, *overlay.CLASSES)
 
 
 def register():

@@ -105,6 +105,25 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         layout.prop(s, "network_mode")
 
 
+class SELVEDGE_PT_preview(_SelvedgePanel, Panel):
+    bl_label = "Preview"
+    bl_parent_id = "SELVEDGE_PT_scene"
+
+    def draw(self, context):
+        from ..operators.overlay import is_enabled
+
+        layout = self.layout
+        wm = bpy.context.window_manager
+        layout.operator("selvedge.simulate_preview", icon="PLAY")
+        layout.prop(wm, "selvedge_preview_on_cancel", expand=True)
+        on = is_enabled()
+        row = layout.row(align=True)
+        row.operator("selvedge.strain_overlay", icon="HIDE_OFF" if on else "HIDE_ON", depress=on)
+        sub = row.row(align=True)
+        sub.active = on
+        sub.prop(wm, "selvedge_overlay_red_strain")
+
+
 class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
     bl_label = "Diagnostics"
     bl_parent_id = "SELVEDGE_PT_scene"
@@ -115,10 +134,17 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
 
     def draw(self, context):
         from ..operators.bake import last_bake_stats
+        from ..operators.overlay import preview_stats
 
         layout = self.layout
         s = context.object.selvedge
         stats = last_bake_stats(context.object)
+        preview = preview_stats(context.object)
+        if preview is not None:
+            col = layout.column(align=True)
+            col.label(text=f"Preview frame {preview['frame']}: max strain {100 * preview['strain_max']:.2f}%, "
+                           f"P95 {100 * preview['strain_p95']:.2f}%", icon="PLAY")
+            col.label(text=f"Preview: {preview['ms_per_frame']:.1f} ms/frame")
         if s.bake_cache_file:
             layout.label(text=f"Cache: {bpy.path.basename(s.bake_cache_file)}", icon="FILE_CACHE")
         if s.bake_shape_keys:
@@ -133,4 +159,5 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
 
 
-CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_diagnostics)
+CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_preview,
+           SELVEDGE_PT_diagnostics)
