@@ -6,6 +6,10 @@ Settings are turned into solver objects by :mod:`.scene_to_solver` (no Blender t
 """
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+
+# Blender 4.5+ warns when a "//" path is set on a path property that does not declare support for
+# blend-relative paths; 4.2 does not know the option.
+_BLEND_RELATIVE_PATH = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
 from bpy.types import PropertyGroup
 
 from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
@@ -115,7 +119,7 @@ class SelvedgeObjectSettings(PropertyGroup):
 
 class SelvedgeSceneSettings(PropertyGroup):
     substeps: IntProperty(name="Substeps", description="Solver substeps per frame (the main quality knob)",
-                          default=10, min=1, soft_max=100)
+                          default=20, min=1, soft_max=100)
     iterations: IntProperty(name="Iterations", description="Constraint passes per substep", default=1, min=1,
                             soft_max=20)
     solve_mode: EnumProperty(name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS,
@@ -131,7 +135,7 @@ class SelvedgeSceneSettings(PropertyGroup):
     frame_start: IntProperty(name="Start", description="First baked frame (the rest pose)", default=1)
     frame_end: IntProperty(name="End", description="Last baked frame", default=250)
     cache_folder: StringProperty(name="Cache Folder", description="Where point caches and sidecars are written",
-                                 default="//selvedge_cache", subtype="DIR_PATH")
+                                 default="//selvedge_cache", subtype="DIR_PATH", options=_BLEND_RELATIVE_PATH)
 
 
 CLASSES = (SelvedgeObjectSettings, SelvedgeSceneSettings)

@@ -144,9 +144,14 @@ def _traces():
 
 
 def test_register_unregister_register_leaves_no_trace():
+    from selvedge import operators, panels
+    from selvedge.operators import properties
+
     registered = _traces()
-    # 2 property groups, 5 operators, 5 panels, 2 bpy.types look-ups, 2 pointers, 5 operator ids.
-    assert len(registered) == 21, registered
+    classes = (*properties.CLASSES, *operators.CLASSES, *panels.CLASSES)
+    operator_ids = sum(1 for cls in classes if "_OT_" in cls.__name__)
+    # every class, 2 bpy.types look-ups, 2 pointers and one bpy.ops id per operator class.
+    assert len(registered) == len(classes) + 2 + 2 + operator_ids, registered
     selvedge.unregister()
     assert _traces() == []
     selvedge.register()
