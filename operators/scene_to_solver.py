@@ -91,7 +91,7 @@ def material_from_settings(cloth):
 
 def options_from_settings(cloth):
     """Solver ``ClothOptions`` from the per-object settings."""
-    from ..solver.cloth import ClothOptions
+    from ..solver.settings import ClothOptions
 
     return ClothOptions(bending_model=str(cloth.bending_model), tethers=bool(cloth.use_tethers),
                         tether_scale=float(cloth.tether_scale))
@@ -99,7 +99,7 @@ def options_from_settings(cloth):
 
 def solver_settings_from_scene(scene_settings, fps: float):
     """Solver ``SolverSettings`` from the per-scene settings and the scene's frame rate."""
-    from ..solver.cloth import SolverSettings
+    from ..solver.settings import SolverSettings
 
     return SolverSettings(substeps=int(scene_settings.substeps), iterations=int(scene_settings.iterations),
                           solve_mode=str(scene_settings.solve_mode), fps=float(fps))

@@ -1,5 +1,6 @@
 """Selvedge's XPBD cloth solver: NumPy + Numba, no Blender imports (runs anywhere Python does)."""
-from .cloth import BENDING_MODELS, SOLVE_MODES, Cloth, ClothOptions, SolverSettings
+from .cloth import Cloth
+from .settings import BENDING_MODELS, SOLVE_MODES, ClothOptions, SolverSettings
 from .diagnostics import ConstraintStats, FrameDiagnostics
 from .errors import ClothInputError, SelvedgeError, SimulationError
 from .hooks import ContactHandler

@@ -1,0 +1,86 @@
+"""What a cloth gets (ClothOptions) and how much work each frame may do (SolverSettings).
+
+Kept apart from the simulation so the Blender side and farm tools can build and validate
+settings without touching the solver state (001 sec. 7.6: budget belongs to the pipeline,
+feel to the artist).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ClothInputError
+
+SOLVE_MODES = ("serial", "colored", "jacobi")
+BENDING_MODELS = ("cross_edge", "dihedral", "isometric")
+
+
+@dataclass
+class SolverSettings:
+    """The budget and the world: how much work per frame, and in which way."""
+
+    substeps: int = 20
+    iterations: int = 1
+    solve_mode: str = "serial"
+    #: Over-relaxation for Jacobi (Macklin 2014 suggest 1 < omega < 2).
+    jacobi_omega: float = 1.5
+    fps: float = 24.0
+    gravity_m_s2: tuple = (0.0, 0.0, -9.81)
+    wind_m_s: tuple = (0.0, 0.0, 0.0)
+    #: A vertex faster than this (m/s) means the simulation exploded: the frame is rolled back.
+    max_speed_m_s: float = 500.0
+    #: An edge stretched beyond this strain (10 = 1000 %) means the budget cannot hold the cloth
+    #: together (too few substeps for the mesh and material): the frame is rolled back.
+    max_strain: float = 10.0
+    #: Numba threads for the coloured mode (None: Numba's default, all cores).
+    threads: int | None = None
+
+    def validate(self) -> None:
+        if not (isinstance(self.substeps, (int, np.integer)) and self.substeps >= 1):
+            raise ClothInputError(f"substeps must be an integer >= 1, got {self.substeps!r}")
+        if not (isinstance(self.iterations, (int, np.integer)) and self.iterations >= 1):
+            raise ClothInputError(f"iterations must be an integer >= 1, got {self.iterations!r}")
+        if self.solve_mode not in SOLVE_MODES:
+            raise ClothInputError(f"solve_mode must be one of {SOLVE_MODES}, got {self.solve_mode!r}")
+        if not 0.0 < self.jacobi_omega < 2.0:
+            raise ClothInputError(f"jacobi_omega must lie in (0, 2), got {self.jacobi_omega}")
+        if not (np.isfinite(self.fps) and self.fps > 0):
+            raise ClothInputError(f"fps must be positive, got {self.fps}")
+        for name in ("gravity_m_s2", "wind_m_s"):
+            value = np.asarray(getattr(self, name), dtype=np.float64)
+            if value.shape != (3,) or not np.isfinite(value).all():
+                raise ClothInputError(f"{name} must be three finite numbers, got {getattr(self, name)!r}")
+
+
+@dataclass
+class ClothOptions:
+    """Which constraints a cloth gets and how they are set up."""
+
+    bending: bool = True
+    bending_model: str = "dihedral"
+    shear: bool = True
+    tethers: bool = True
+    tether_scale: float = 1.05
+    tether_geodesic: bool = True
+    tether_count: int = 1
+    tether_compliance: float = 0.0
+    #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
+    soft_pin_compliance: float = 1e-4
+    #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
+    rest_length_source: str = "mesh"
+    uv_scale_m: float = 1.0
+
+    def validate(self) -> None:
+        if self.bending_model not in BENDING_MODELS:
+            raise ClothInputError(f"bending_model must be one of {BENDING_MODELS}, got {self.bending_model!r}")
+        if self.rest_length_source not in ("mesh", "pattern"):
+            raise ClothInputError(f"rest_length_source must be 'mesh' or 'pattern', got {self.rest_length_source!r}")
+        if not self.tether_scale >= 1.0:
+            raise ClothInputError(f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}")
+        if not (int(self.tether_count) == self.tether_count and 1 <= self.tether_count <= 8):
+            raise ClothInputError(f"tether_count must be an integer in 1..8, got {self.tether_count}")
+        for name in ("tether_compliance", "soft_pin_compliance", "uv_scale_m"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ClothInputError(f"{name} must be finite and >= 0, got {value}")
