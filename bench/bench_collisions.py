@@ -1,0 +1,103 @@
+"""Collision layer timings: a 64x64 cloth on a ~5k-triangle body mesh, then the same with self-collision.
+
+Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
+on the body; the first 6 frames, in the air, are untimed so that loading/compiling the kernels
+is not counted) and ``draped`` (after ``--settle`` more untimed frames on the body). Timings: ``contacts_broad_phase``,
+``contacts_narrow_phase`` and ``contacts_solve`` separately (as the Cloth times them), the
+elastic solve (stretch + shear + bending + tethers) for comparison, and the frame total.
+
+    python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "devtools"))
+from selvedge_import import import_selvedge  # noqa: E402
+
+import_selvedge()
+from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
+from selvedge.solver.collisions import Colliders, SelfCollision, TriangleMesh  # noqa: E402
+
+CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
+NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity", "learned"}
+
+
+def uv_ellipsoid(radii, segments, rings, center):
+    """Closed UV ellipsoid: 2 * segments * (rings - 1) triangles, outward winding."""
+    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
+    phi = 2 * np.pi * np.arange(segments) / segments
+    tt, pp = np.meshgrid(theta, phi, indexing="ij")
+    body = np.stack([np.sin(tt) * np.cos(pp), np.sin(tt) * np.sin(pp), np.cos(tt)], axis=-1).reshape(-1, 3)
+    v = np.concatenate([body, [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]]) * radii + center
+    north, south = len(v) - 2, len(v) - 1
+    tris = []
+    for r in range(rings - 2):
+        for s in range(segments):
+            a, b = r * segments + s, r * segments + (s + 1) % segments
+            c, d = a + segments, b + segments
+            tris += [(a, c, d), (a, d, b)]
+    last = (rings - 2) * segments
+    for s in range(segments):
+        tris.append((north, s, (s + 1) % segments))
+        tris.append((south, last + (s + 1) % segments, last + s))
+    return v, np.array(tris, dtype=np.int64)
+
+
+def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_collision):
+    mean = {k: v / frames for k, v in sums.items()}
+    elastic = sum(v for k, v in mean.items() if k not in NOT_ELASTIC)
+    row = {"case": name, "phase": phase, "cloth_vertices": int(pos.shape[0]), "body_triangles": int(body_t.shape[0]),
+           "substeps": substeps, "frames": frames, "self_collision": self_collision}
+    row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS})
+    row["contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in CONTACT_KEYS), 3)
+    row["elastic_solve_ms"] = round(elastic, 3)
+    row["frame_total_ms"] = round(mean.get("total", 0.0), 3)
+    row["wall_ms_per_frame"] = round(1e3 * wall / frames, 3)
+    for key in ("contacts_active_last_substep", "candidates_mesh", "self_pairs_max", "self_triangle_pairs_max"):
+        if key in diag.contacts and (self_collision or not key.startswith("self")):
+            row[key] = diag.contacts[key]
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6):
+    body_v, body_t = uv_ellipsoid(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
+    contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004,
+                         self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
+    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
+    rows = []
+    for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
+        sums: dict[str, float] = {}
+        wall = 0.0
+        for f in range(skip + count):
+            t0 = time.perf_counter()
+            diag = cloth.step()
+            if f >= skip:
+                wall += time.perf_counter() - t0
+                for k, v in diag.timings_ms.items():
+                    sums[k] = sums.get(k, 0.0) + v
+        rows.append(_row(name, phase, pos, body_t, substeps, sums, wall, count, diag, self_collision))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=24, help="timed frames per phase")
+    parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
+    parser.add_argument("--substeps", type=int, default=10)
+    parser.add_argument("--grid", type=int, default=64)
+    args = parser.parse_args(argv)
+    run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
+    run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True)
+
+
+if __name__ == "__main__":
+    main()

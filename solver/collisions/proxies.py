@@ -1,0 +1,214 @@
+"""Collision proxies: what a character rig gives the solver (001 sec. 6.2).
+
+Analytic shapes live in their own local frame (a rigid transform: position + unit quaternion
+(w, x, y, z), local to world): the plane is z = 0 with normal +z, the capsule's axis is the
+local z axis, the box is centred on the origin. A triangle mesh is given by vertex positions
+(world space) and fixed triangles.
+
+Every proxy has an outer ``thickness`` (a skin added to the shape; the cloth-side thickness
+of :class:`~.colliders.Colliders` adds to it) and Coulomb friction coefficients.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ClothInputError
+from . import kernels as ck
+
+IDENTITY = (1.0, 0.0, 0.0, 0.0)
+
+
+def quaternion_axis_angle(axis, angle_rad: float) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of a rotation by ``angle_rad`` about ``axis``."""
+    a = np.asarray(axis, dtype=np.float64)
+    norm = float(np.linalg.norm(a))
+    if not (np.isfinite(norm) and norm > 0 and np.isfinite(angle_rad)):
+        raise ClothInputError(f"rotation axis must be a finite non-zero vector and the angle finite, got {axis}, "
+                              f"{angle_rad}")
+    s = math.sin(0.5 * angle_rad) / norm
+    return np.array([math.cos(0.5 * angle_rad), a[0] * s, a[1] * s, a[2] * s])
+
+
+def quaternion_between(a, b) -> np.ndarray:
+    """Shortest rotation (w, x, y, z) taking direction a to direction b."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    a = a / np.linalg.norm(a)
+    b = b / np.linalg.norm(b)
+    d = float(a @ b)
+    if d < -1.0 + 1e-12:
+        ortho = np.cross(a, (1.0, 0.0, 0.0))
+        if np.linalg.norm(ortho) < 1e-6:
+            ortho = np.cross(a, (0.0, 1.0, 0.0))
+        return quaternion_axis_angle(ortho, math.pi)
+    c = np.cross(a, b)
+    q = np.array([1.0 + d, c[0], c[1], c[2]])
+    return q / np.linalg.norm(q)
+
+
+def validated_vector(what: str, value, size: int) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    if arr.shape != (size,) or not np.isfinite(arr).all():
+        raise ClothInputError(f"{what} must be {size} finite numbers, got {value!r}")
+    return arr
+
+
+def validated_rotation(what: str, value) -> np.ndarray:
+    q = validated_vector(what, value, 4)
+    norm = float(np.linalg.norm(q))
+    if norm < 1e-9:
+        raise ClothInputError(f"{what} must be a non-zero quaternion (w, x, y, z), got {value!r}")
+    return q / norm
+
+
+def _non_negative(what: str, value: float) -> float:
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ClothInputError(f"{what} must be finite and >= 0, got {value}")
+    return value
+
+
+def _positive(what: str, value: float) -> float:
+    value = float(value)
+    if not (math.isfinite(value) and value > 0.0):
+        raise ClothInputError(f"{what} must be finite and > 0, got {value}")
+    return value
+
+
+class Collider:
+    """Common part of every proxy: name, skin thickness and friction."""
+
+    def __init__(self, name: str | None, thickness: float, friction_static: float, friction_kinetic: float):
+        self.name = name
+        self.thickness = _non_negative(f"collider {name!r} thickness", thickness)
+        self.friction_static = _non_negative(f"collider {name!r} friction_static", friction_static)
+        self.friction_kinetic = _non_negative(f"collider {name!r} friction_kinetic", friction_kinetic)
+
+
+class AnalyticCollider(Collider):
+    kind = -1
+
+    def __init__(self, dims, name, position, rotation, thickness, friction_static, friction_kinetic):
+        super().__init__(name, thickness, friction_static, friction_kinetic)
+        self.dims = np.asarray(dims, dtype=np.float64)
+        self.position = validated_vector(f"collider {name!r} position", position, 3)
+        self.rotation = validated_rotation(f"collider {name!r} rotation", rotation)
+
+    @property
+    def bound_radius(self) -> float:
+        """Radius of a sphere around the local origin holding the shape (inf for the plane)."""
+        raise NotImplementedError
+
+
+class Plane(AnalyticCollider):
+    """Infinite plane (ground): local z = 0, solid below, normal +z."""
+
+    kind = ck.PLANE
+
+    def __init__(self, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
+                 friction_static=0.6, friction_kinetic=0.4):
+        super().__init__((0.0, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
+
+    @classmethod
+    def from_normal(cls, normal, point=(0.0, 0.0, 0.0), **kwargs) -> "Plane":
+        n = validated_vector("plane normal", normal, 3)
+        if np.linalg.norm(n) < 1e-12:
+            raise ClothInputError("plane normal must be non-zero")
+        return cls(position=point, rotation=quaternion_between((0.0, 0.0, 1.0), n), **kwargs)
+
+    @property
+    def bound_radius(self) -> float:
+        return math.inf
+
+
+class Sphere(AnalyticCollider):
+    kind = ck.SPHERE
+
+    def __init__(self, radius, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
+                 friction_static=0.6, friction_kinetic=0.4):
+        r = _positive(f"sphere {name!r} radius", radius)
+        super().__init__((r, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
+
+    @property
+    def bound_radius(self) -> float:
+        return float(self.dims[0])
+
+
+class Capsule(AnalyticCollider):
+    """Capsule of ``radius`` around the local z axis segment [-half_length, half_length]."""
+
+    kind = ck.CAPSULE
+
+    def __init__(self, radius, half_length, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
+                 thickness=0.0, friction_static=0.6, friction_kinetic=0.4):
+        r = _positive(f"capsule {name!r} radius", radius)
+        hl = _non_negative(f"capsule {name!r} half_length", half_length)
+        super().__init__((r, hl, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
+
+    @property
+    def bound_radius(self) -> float:
+        return float(self.dims[0] + self.dims[1])
+
+
+class Box(AnalyticCollider):
+    """Box with ``half_extents`` (3,) along the local axes, centred on the local origin."""
+
+    kind = ck.BOX
+
+    def __init__(self, half_extents, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
+                 friction_static=0.6, friction_kinetic=0.4):
+        e = validated_vector(f"box {name!r} half_extents", half_extents, 3)
+        if (e <= 0).any():
+            raise ClothInputError(f"box {name!r} half_extents must be > 0, got {half_extents!r}")
+        super().__init__(e, name, position, rotation, thickness, friction_static, friction_kinetic)
+
+    @property
+    def bound_radius(self) -> float:
+        return float(np.linalg.norm(self.dims))
+
+
+class TriangleMesh(Collider):
+    """Arbitrary triangle mesh collider (closed or open), e.g. an armature-deformed body.
+
+    ``vertices`` (M,3) world positions, ``triangles`` (T,3). Positions change per frame with
+    :meth:`Colliders.set_mesh_positions`; the topology is fixed. Degenerate (zero-area)
+    triangles are dropped, with a note in ``warnings`` (they have no normal to push along).
+    ``one_sided=True`` treats the front of the faces (right-hand winding) as outside for
+    every cloth vertex (closed, consistently wound bodies: a vertex that ended up inside is
+    pushed out); the default uses the side each cloth vertex was on at the frame start,
+    which is what works for open meshes.
+    """
+
+    def __init__(self, vertices, triangles, name=None, *, thickness=0.0, friction_static=0.6,
+                 friction_kinetic=0.4, one_sided=False):
+        super().__init__(name, thickness, friction_static, friction_kinetic)
+        v = np.ascontiguousarray(np.asarray(vertices, dtype=np.float64))
+        if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0:
+            raise ClothInputError(f"mesh collider {name!r}: vertices must have shape (M, 3), M > 0, got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ClothInputError(f"mesh collider {name!r}: vertices contain NaN or infinite values")
+        t = np.asarray(triangles)
+        if t.size == 0:
+            raise ClothInputError(f"mesh collider {name!r} has no triangles; give at least one triangle or drop it")
+        if t.ndim != 2 or t.shape[1] != 3 or not np.issubdtype(t.dtype, np.integer):
+            raise ClothInputError(f"mesh collider {name!r}: triangles must be an integer (T, 3) array, got "
+                                  f"{t.shape} {t.dtype}")
+        t = np.ascontiguousarray(t, dtype=np.int64)
+        if t.min() < 0 or t.max() >= v.shape[0]:
+            raise ClothInputError(f"mesh collider {name!r}: triangle indices must lie in 0..{v.shape[0] - 1}, "
+                                  f"found {t.min()}..{t.max()}")
+        self.warnings: list[str] = []
+        area2 = np.linalg.norm(np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]]), axis=1)
+        scale = max(float(np.ptp(v, axis=0).max()), 1e-9)
+        good = area2 > 1e-12 * scale * scale
+        if not good.all():
+            if not good.any():
+                raise ClothInputError(f"mesh collider {name!r}: all {t.shape[0]} triangles are degenerate "
+                                      "(zero area)")
+            self.warnings.append(f"mesh collider {name!r}: dropped {int((~good).sum())} degenerate triangles")
+            t = np.ascontiguousarray(t[good])
+        self.triangles = t
+        self.vertices = v
+        self.one_sided = bool(one_sided)
