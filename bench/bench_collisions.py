@@ -92,7 +92,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=24, help="timed frames per phase")
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
-    parser.add_argument("--substeps", type=int, default=10)
+    parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
     parser.add_argument("--grid", type=int, default=64)
     args = parser.parse_args(argv)
     run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)

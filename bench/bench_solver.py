@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes 32 and 64 only, few frames")
     parser.add_argument("--sizes", type=int, nargs="+", help="grid sizes (vertices per side)")
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["serial", "colored1", "colored2"])
-    parser.add_argument("--substeps", type=int, default=10)
+    parser.add_argument("--substeps", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=1)
     parser.add_argument("--bending", default="dihedral", choices=("dihedral", "isometric", "cross_edge"))
     parser.add_argument("--warmup", type=int, default=2, help="frames run before timing (default 2)")
