@@ -29,6 +29,11 @@ class SELVEDGE_PT_object(_SelvedgePanel, Panel):
 
             for level, message in misconfiguration(obj):
                 layout.label(text=message, icon=ICONS[level])
+        elif obj.selvedge.role == "COLLIDER":
+            from ..operators.bake import collider_misconfiguration
+
+            for level, message in collider_misconfiguration(obj):
+                layout.label(text=message, icon=ICONS[level])
 
 
 class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
@@ -79,6 +84,10 @@ class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
         s = context.object.selvedge
         for name in ("collider_proxy", "collider_thickness_m", "collider_friction", "fit_capsules_to_bones"):
             layout.prop(s, name)
+        row = layout.row(align=True)
+        for shape, text in (("SPHERE", "Sphere"), ("CAPSULE", "Capsule"), ("BOX", "Box")):
+            row.operator("selvedge.fit_collider", text=f"Fit {text}").shape = shape
+        layout.operator("selvedge.fit_capsules_to_bones", icon="BONE_DATA")
 
 
 class SELVEDGE_PT_scene(_SelvedgePanel, Panel):

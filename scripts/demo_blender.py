@@ -1,0 +1,279 @@
+"""Headless Blender demo (the main job): a sheet draped over a rigged body, baked with the Selvedge operators.
+
+Builds the scene from primitives with the ``bpy`` module (no Blender UI): a two-bone rigged
+cylinder torso whose collider is one capsule per bone (``selvedge.fit_capsules_to_bones``), a
+sphere head parented to the upper bone (``selvedge.fit_collider(shape='SPHERE')``), and a
+square sheet pinned by a vertex group at the top of the head, parented to the upper bone so the
+pins follow the animation. The rig bends and turns while the cloth drapes. Then it bakes with
+``bpy.ops.selvedge.bake_cache()``, saves ``demo.blend`` (Mesh Cache modifier configured, cache
+path relative to the .blend), renders one PNG with Cycles on the CPU and prints a summary
+(last line: JSON).
+
+Run: ``.venv/bin/python scripts/demo_blender.py [--frames 48] [--resolution 24] [--out out/demo_blender]``
+with ``requirements/demo.txt`` installed; or ``blender -b -P scripts/demo_blender.py -- [options]``.
+Outputs in ``--out``: ``demo.blend``, ``Cloth.pc2``, ``Cloth.json`` (sidecar), ``preview.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "devtools"))
+from selvedge_import import import_selvedge  # noqa: E402
+
+import bpy  # noqa: E402
+import numpy as np  # noqa: E402
+
+selvedge = import_selvedge()
+
+#: The body, in metres (scene unit scale 1).
+TORSO_RADIUS, TORSO_BOTTOM, BONE_LENGTH = 0.15, 0.8, 0.3
+HEAD_RADIUS, HEAD_Z = 0.1, 1.52
+SHEET_SIZE, SHEET_Z, PIN_RADIUS = 0.9, 1.64, 0.05
+
+
+def build_scene(frames: int, resolution: int, substeps: int):
+    """The demo scene in a fresh file; returns (rig, body, head, cloth)."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    if not hasattr(bpy.types.Object, "selvedge"):
+        selvedge.register()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 1 + frames
+    scene.render.fps = 24
+    scene.selvedge.substeps = substeps
+    collection = scene.collection
+
+    # Rig: Lower (0.8-1.1 m) and Upper (1.1-1.4 m) bones along +Z.
+    rig = bpy.data.objects.new("Rig", bpy.data.armatures.new("Rig"))
+    collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+    bones = rig.data.edit_bones
+    lower = bones.new("Lower")
+    lower.head, lower.tail = (0, 0, TORSO_BOTTOM), (0, 0, TORSO_BOTTOM + BONE_LENGTH)
+    upper = bones.new("Upper")
+    upper.head, upper.tail = lower.tail, (0, 0, TORSO_BOTTOM + 2 * BONE_LENGTH)
+    upper.parent, upper.use_connect = lower, True
+    bpy.ops.object.mode_set(mode="OBJECT")
+
+    # Torso: an open cylinder skinned to both bones (weights blend around the joint).
+    segments, rings = 16, 9
+    z = np.linspace(TORSO_BOTTOM, TORSO_BOTTOM + 2 * BONE_LENGTH, rings)
+    a = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
+    verts = [(TORSO_RADIUS * math.cos(t), TORSO_RADIUS * math.sin(t), h) for h in z for t in a]
+    faces = [(r * segments + i, r * segments + (i + 1) % segments, (r + 1) * segments + (i + 1) % segments,
+              (r + 1) * segments + i) for r in range(rings - 1) for i in range(segments)]
+    mesh = bpy.data.meshes.new("Body")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new("Body", mesh)
+    collection.objects.link(body)
+    body.parent = rig
+    joint = TORSO_BOTTOM + BONE_LENGTH
+    g_lower, g_upper = body.vertex_groups.new(name="Lower"), body.vertex_groups.new(name="Upper")
+    for i, (_, _, h) in enumerate(verts):
+        w = min(max((h - joint + 0.05) / 0.1, 0.0), 1.0)
+        if w < 1.0:
+            g_lower.add([i], 1.0 - w, "REPLACE")
+        if w > 0.0:
+            g_upper.add([i], w, "REPLACE")
+    body.modifiers.new("Armature", "ARMATURE").object = rig
+
+    # Head: a UV sphere riding on the upper bone.
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=HEAD_RADIUS, location=(0.0, 0.0, HEAD_Z), segments=24,
+                                         ring_count=12)
+    head = bpy.context.object
+    head.name = "Head"
+    _parent_to_bone(head, rig, "Upper")
+
+    # Cloth: a square sheet above the head, pinned around its centre, riding on the upper bone.
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=resolution - 1, y_subdivisions=resolution - 1, size=SHEET_SIZE,
+                                    calc_uvs=True, location=(0.0, 0.0, SHEET_Z))
+    cloth = bpy.context.object
+    cloth.name = "Cloth"
+    co = np.empty(3 * len(cloth.data.vertices))
+    cloth.data.vertices.foreach_get("co", co)
+    r = np.hypot(co[0::3], co[1::3])
+    centre = np.flatnonzero(r <= max(PIN_RADIUS, float(r.min()) + 1e-6)).tolist()  # at least the middle ones
+    cloth.vertex_groups.new(name="Pins").add(centre, 1.0, "REPLACE")
+    _parent_to_bone(cloth, rig, "Upper")
+    s = cloth.selvedge
+    s.role = "CLOTH"
+    s.material_preset = "cotton"
+    s.pin_group = "Pins"
+
+    # Colliders with the Selvedge operators: capsules from the bones, a sphere fitted to the head.
+    bpy.context.view_layer.objects.active = body
+    _ok(bpy.ops.selvedge.fit_capsules_to_bones(), "fit_capsules_to_bones")
+    bpy.ops.object.select_all(action="DESELECT")
+    head.select_set(True)
+    bpy.context.view_layer.objects.active = head
+    _ok(bpy.ops.selvedge.fit_collider(shape="SPHERE"), "fit_collider")
+
+    # Animation: the body leans and the chest bends over the bake (smooth keys, rest at frame 1).
+    last = scene.frame_end
+    for frame, lean, bend, turn in ((1, 0.0, 0.0, 0.0), (last, 8.0, 15.0, 20.0)):
+        for name, angles in (("Lower", (0.0, math.radians(lean), 0.0)),
+                             ("Upper", (math.radians(bend), 0.0, 0.0))):
+            pb = rig.pose.bones[name]
+            pb.rotation_mode = "XYZ"
+            pb.rotation_euler = angles
+            pb.keyframe_insert("rotation_euler", frame=frame)
+        rig.rotation_euler = (0.0, 0.0, math.radians(turn))
+        rig.keyframe_insert("rotation_euler", frame=frame)
+    for obj in (body, head, cloth):
+        obj.data.shade_smooth()
+    scene.frame_set(1)
+    return rig, body, head, cloth
+
+
+def _parent_to_bone(obj, rig, bone):
+    """Parent keeping the current world transform (a bone child is placed relative to the bone's tail)."""
+    world = obj.matrix_world.copy()
+    obj.parent, obj.parent_type, obj.parent_bone = rig, "BONE", bone
+    bpy.context.view_layer.update()
+    obj.matrix_world = world
+
+
+def _ok(result, what):
+    if result != {"FINISHED"}:
+        raise RuntimeError(f"bpy.ops.selvedge.{what} returned {result}")
+
+
+def add_camera_and_light(scene, width: int, height: int, samples: int, path: Path):
+    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(cam)
+    cam.location = (1.6, -2.4, 1.7)
+    direction = np.array([0.0, 0.0, 1.2]) - np.array(cam.location)
+    cam.rotation_euler = _look_rotation(direction)
+    scene.camera = cam
+    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", "SUN"))
+    sun.data.energy = 3.0
+    sun.rotation_euler = (math.radians(40), math.radians(10), math.radians(30))
+    scene.collection.objects.link(sun)
+    if scene.world is None:
+        scene.world = bpy.data.worlds.new("World")
+    scene.world.color = (0.2, 0.22, 0.25)
+    r = scene.render
+    r.engine = "CYCLES"
+    scene.cycles.device = "CPU"
+    scene.cycles.samples = samples
+    scene.cycles.use_denoising = False
+    r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
+    r.image_settings.file_format = "PNG"
+    r.filepath = str(path)
+
+
+def _look_rotation(direction):
+    from mathutils import Vector
+
+    return Vector(direction).to_track_quat("-Z", "Y").to_euler()
+
+
+def capsules_and_sphere(rig, head, depsgraph):
+    """The body's collision shapes from Blender's own pose: [(a, b, radius)] segments (a == b: sphere)."""
+    body_radius = TORSO_RADIUS
+    rig_eval = rig.evaluated_get(depsgraph)
+    world = np.array(rig_eval.matrix_world)
+    shapes = []
+    for pb in rig_eval.pose.bones:
+        shapes.append((world[:3, :3] @ np.array(pb.head) + world[:3, 3],
+                       world[:3, :3] @ np.array(pb.tail) + world[:3, 3], body_radius))
+    centre = np.array(head.evaluated_get(depsgraph).matrix_world.translation)
+    shapes.append((centre, centre, HEAD_RADIUS))
+    return shapes
+
+
+def distance_to_body(points, shapes):
+    """Smallest distance from each point to the surface of the capsules/sphere (negative: inside)."""
+    best = np.full(points.shape[0], np.inf)
+    for a, b, radius in shapes:
+        ab = b - a
+        t = np.clip((points - a) @ ab / max(float(ab @ ab), 1e-300), 0.0, 1.0)
+        best = np.minimum(best, np.linalg.norm(points - (a + t[:, None] * ab), axis=1) - radius)
+    return best
+
+
+def cloth_world(obj, depsgraph):
+    obj_eval = obj.evaluated_get(depsgraph)
+    mesh = obj_eval.to_mesh()
+    try:
+        co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
+        mesh.vertices.foreach_get("co", co)
+    finally:
+        obj_eval.to_mesh_clear()
+    m = np.array(obj_eval.matrix_world)
+    return co.reshape(-1, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3]
+
+
+def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=48, help="simulated frames (default 48)")
+    parser.add_argument("--resolution", type=int, default=24, help="sheet vertices per side (default 24)")
+    parser.add_argument("--substeps", type=int, default=20, help="solver substeps per frame (default 20)")
+    parser.add_argument("--width", type=int, default=320, help="preview width in pixels (default 320)")
+    parser.add_argument("--height", type=int, default=240, help="preview height in pixels (default 240)")
+    parser.add_argument("--samples", type=int, default=8, help="Cycles samples (default 8)")
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo_blender",
+                        help="output folder (default out/demo_blender)")
+    args = parser.parse_args(argv)
+    if args.frames < 1 or args.resolution < 3:
+        parser.error("--frames must be >= 1 and --resolution >= 3")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    blend, png = out / "demo.blend", out / "preview.png"
+
+    rig, body, head, cloth = build_scene(args.frames, args.resolution, args.substeps)
+    scene = bpy.context.scene
+    add_camera_and_light(scene, args.width, args.height, args.samples, png)
+    bpy.context.preferences.filepaths.save_version = 0  # no demo.blend1 backups
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))  # the cache folder is relative to the .blend
+    scene.selvedge.cache_folder = "//"
+
+    t0 = time.perf_counter()
+    _ok(bpy.ops.selvedge.bake_cache(), "bake_cache")
+    bake_s = time.perf_counter() - t0
+    sidecar_path = Path(bpy.path.abspath(cloth.selvedge.bake_cache_file)).with_suffix(".json")
+    sidecar = json.loads(sidecar_path.read_text())
+    strain_max = max(f["strain_max"] for f in sidecar["frames"])
+    solver_ms = float(np.mean([f["timings_ms"]["total"] for f in sidecar["frames"]]))
+
+    # Playback through the Mesh Cache modifier: the closest any cloth vertex comes to the body.
+    closest = math.inf
+    for frame in range(scene.frame_start, scene.frame_end + 1):
+        scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        d = distance_to_body(cloth_world(cloth, depsgraph), capsules_and_sphere(rig, head, depsgraph))
+        closest = min(closest, float(d.min()))
+    scene.frame_set(scene.frame_end)
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+
+    t0 = time.perf_counter()
+    bpy.ops.render.render(write_still=True)
+    render_s = time.perf_counter() - t0
+    summary = {"frames": args.frames, "vertices": len(cloth.data.vertices), "substeps": args.substeps,
+               "ms_per_frame": solver_ms, "bake_s": bake_s, "strain_max": strain_max,
+               "min_distance_to_body_m": closest, "render_s": render_s, "blend": str(blend),
+               "pc2": str(Path(bpy.path.abspath(cloth.selvedge.bake_cache_file))), "sidecar": str(sidecar_path),
+               "png": str(png)}
+    print(f"Selvedge demo: {args.frames} frames of a {summary['vertices']}-vertex sheet on a rigged body, "
+          f"{solver_ms:.1f} ms/frame in the solver ({bake_s:.1f} s for the whole bake), "
+          f"max strain {100 * strain_max:.2f}%, closest approach to the body {1e3 * closest:.2f} mm, "
+          f"render {render_s:.1f} s")
+    print(f"Selvedge demo: wrote {blend}, {summary['pc2']}, {sidecar_path}, {png}")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as error:  # operator failures arrive as RuntimeError with Blender's report
+        print(f"Selvedge demo failed: {error}", file=sys.stderr)
+        sys.exit(1)
