@@ -9,8 +9,8 @@ Usage::
     cloth.step()
 """
 from .colliders import Colliders, SelfCollision
-from .proxies import (Box, Capsule, Collider, Plane, Sphere, TriangleMesh, quaternion_axis_angle,
+from .proxies import (Box, Capsule, Collider, Plane, SDFGrid, Sphere, TriangleMesh, quaternion_axis_angle,
                       quaternion_between)
 
-__all__ = ["Colliders", "SelfCollision", "Box", "Capsule", "Collider", "Plane", "Sphere", "TriangleMesh",
+__all__ = ["Colliders", "SelfCollision", "Box", "Capsule", "Collider", "Plane", "SDFGrid", "Sphere", "TriangleMesh",
            "quaternion_axis_angle", "quaternion_between"]

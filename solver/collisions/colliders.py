@@ -4,15 +4,22 @@ Per frame (``begin_frame``, 001 sec. 6.2): broad phase. Each free cloth vertex m
 ``|v| frame_dt + margin`` this frame, ``margin = broad_phase_margin_m + max_acceleration *
 frame_dt^2 / 2`` (gravity and cloth forces). Analytic proxies are tested with the bounding
 sphere swept along their centre's path (or, for the plane, the signed distance at the frame
-start, middle and end); mesh colliders hash their triangles' swept boxes in a uniform grid
-rebuilt every frame, each vertex collects the triangles overlapping its travel box and keeps
-those within its reach (exact point-triangle distance), sorted nearest first.
+start, middle and end). Mesh colliders use a tighter capsule per vertex: the chord of its
+predicted path ``x + v t + a t^2 / 2`` (``a`` its velocity change over the last frame, at most
+``max_acceleration``) grown by ``broad_phase_margin_m + |a| dt^2 / 8 + 0.25 |v| dt`` and the
+collider's motion; each vertex collects the triangles within that capsule (uniform hash grid
+of the triangles, exact segment-triangle distance), sorted nearest first, and keeps last
+frame's list when its new capsule lies inside the old one.
 
 Per substep (``begin_substep``): narrow phase on those candidates only, with the colliders
 placed at the substep end (position lerped, rotation slerped inside the frame; mesh vertices
 lerped): one contact row (normal, surface point, radius, surface displacement over the
 substep, friction). A mesh gives one contact per vertex, against its closest triangle; the
-scan of the sorted candidates stops as soon as no remaining triangle can be closer.
+scan of the sorted candidates stops as soon as no remaining triangle can be closer, vertices
+that cannot have come near the surface this frame are skipped, and a vertex pushed off its
+capsule (so that its list could miss a triangle) is detected and re-queried on the spot, so
+the capsule is a speed choice, never a correctness assumption. The per-vertex work runs in
+parallel (``prange``), compacted in vertex order: results do not depend on the thread count.
 
 Per iteration (``project``): contacts are inequality constraints iterated with the elastic
 ones; the multiplier is clamped so a contact never pulls (002 sec. 3), then the position
@@ -39,7 +46,7 @@ import numpy as np
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
 from . import kernels as ck
-from .proxies import AnalyticCollider, TriangleMesh, validated_rotation, validated_vector
+from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 
 
 @dataclass
@@ -97,11 +104,17 @@ class _MeshState:
         self.d0 = np.zeros(0)
         self.motion = 0.0
         self.cum_motion = 0.0  # collider motion bound summed over the frames done
-        self.x_built = np.zeros((0, 3))  # where each vertex's candidate list was built
+        self.seg_a = np.zeros((0, 3))  # the travel segment each vertex's candidate list was built around
+        self.seg_b = np.zeros((0, 3))
+        self.grid = None  # this frame's hash grid of swept triangle boxes (built when first needed)
+        self.requeried = 0
         self.mark = np.zeros(0)  # cum_motion when it was built
         self.r_built = np.zeros(0)  # the radius it covers
         self.base_shift = np.zeros(0)
         self.rebuilt = 0
+        self.lost = np.zeros(0, dtype=np.bool_)
+        self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
+        self.rad = np.zeros(0)
 
 
 class Colliders(ContactHandler):
@@ -137,7 +150,8 @@ class Colliders(ContactHandler):
                 self.meshes.append(_MeshState(c))
                 self.warnings.extend(c.warnings)
             else:
-                raise ClothInputError(f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box or TriangleMesh)")
+                raise ClothInputError(
+                    f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box, SDFGrid or TriangleMesh)")
             if c.name is not None:
                 if c.name in names:
                     raise ClothInputError(f"two colliders are named {c.name!r}")
@@ -153,6 +167,7 @@ class Colliders(ContactHandler):
         self.mu_s = np.array([c.friction_static for c in self.analytic], dtype=np.float64)
         self.mu_k = np.array([c.friction_kinetic for c in self.analytic], dtype=np.float64)
         self.bound = np.array([c.bound_radius for c in self.analytic], dtype=np.float64)
+        self.sdf_index = [k for k, c in enumerate(self.analytic) if isinstance(c, SDFGrid)]
 
         self.self_collision = self_collision
         self._self_tris = None
@@ -172,6 +187,13 @@ class Colliders(ContactHandler):
             self._self_tris = tris
         self._self_ready_n = -1
 
+        self._seg_end = np.zeros((0, 3))
+        self._active = np.zeros(0, dtype=np.bool_)
+        self._frame_dt = 0.0
+        self._pad = np.zeros(0)
+        self._v_prev = np.zeros((0, 3))
+        self._path = np.zeros(0)
+        self._path_prev = np.zeros((0, 3))
         self._cand_vertex = np.zeros(0, dtype=np.int64)
         self._cand_proxy = np.zeros(0, dtype=np.int64)
         self._n_cand = 0
@@ -224,7 +246,7 @@ class Colliders(ContactHandler):
         m.v1[:] = v
         if teleport:
             m.v0[:] = v
-            m.x_built = np.zeros((0, 3))  # a jump is not a bounded motion: rebuild every candidate list
+            m.seg_a = np.zeros((0, 3))  # a jump is not a bounded motion: rebuild every candidate list
 
     def end_frame(self) -> None:
         self.pos0[:] = self.pos1
@@ -262,13 +284,20 @@ class Colliders(ContactHandler):
                                                    self.bound, self._cand_vertex, self._cand_proxy)
         mesh_cand = 0
         if self.meshes:
-            lo = np.empty((n, 3))
-            hi = np.empty((n, 3))
-            active = np.empty(n, dtype=np.bool_)
-            reach = np.empty(n)
-            ck.vertex_travel_boxes(x, v, inv_mass, frame_dt, margin, lo, hi, active, reach)
+            self._frame_dt = frame_dt
+            if self._seg_end.shape != x.shape:
+                self._seg_end = np.empty_like(x)
+                self._pad = np.empty(n)
+                self._active = np.empty(n, dtype=np.bool_)
+                self._v_prev = v.copy()
+            ck.vertex_travel_segments(x, v, self._v_prev, inv_mass, frame_dt, self.max_acceleration_m_s2,
+                                      self.broad_phase_margin_m, self.DEFLECTION_ALLOWANCE, self._seg_end, self._pad,
+                                      self._active)
+            self._v_prev[:] = v
+            self._path = np.zeros(n)  # path length of each vertex since the frame start
+            self._path_prev = x.copy()
             for m in self.meshes:
-                self._mesh_broad_phase(m, x, reach, active)
+                self._mesh_broad_phase(m, x, self._seg_end, self._active, self._pad)
                 mesh_cand += int(m.cand.shape[0])
         capacity = self._n_cand + n * len(self.meshes)
         if capacity > self._cap:
@@ -276,65 +305,105 @@ class Colliders(ContactHandler):
         if self._self_tris is not None and self._self_ready_n != n:
             self._prepare_self(x)
         self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
-                       "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "contacts_max": 0,
+                       "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
+                       "contacts_max": 0,
                        "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
 
-    #: A mesh candidate list covers ``CANDIDATE_INFLATION`` x the vertex's reach, so it stays valid
-    #: (and is reused without a query) while the vertex drifts less than the extra reach. Measured
-    #: on bench_collisions (64x64 draped on 5k triangles): 1.5 made the lists 3x longer and the
-    #: narrow phase 3.6x slower for a broad phase no cheaper, so lists are rebuilt every frame
-    #: unless the vertex and the collider have not moved at all.
-    CANDIDATE_INFLATION = 1.0
+    #: Extra capsule radius, as a fraction of the free-flight travel |v| frame_dt: a fast vertex
+    #: is bent off its straight path by cloth forces and contacts. A vertex that still leaves its
+    #: capsule is re-queried in the narrow phase; measured on bench_collisions (drop phase) 0.25
+    #: makes that rare while keeping the lists far shorter than a ball of radius |v| frame_dt.
+    DEFLECTION_ALLOWANCE = 0.25
 
-    def _mesh_broad_phase(self, m, x, reach, active):
+    def _mesh_broad_phase(self, m, x, seg_end, active, pad):
         """Candidate triangles of every vertex: reuse the list where still valid, query the rest.
 
-        A list built at ``x_built`` holds every triangle within ``R_built`` of it (collider at
-        that frame's start). It still holds every triangle this frame can bring within contact
-        (``reach + radius`` of the vertex, collider moving ``motion``) while
-        ``|x - x_built| + reach + radius + collider motion since the build <= R_built``.
+        Vertex i moves along the segment [x_i, seg_end_i] give or take ``pad_i`` (see
+        :func:`kernels.vertex_travel_segments`) and the collider moves at most ``motion``: its
+        list holds every triangle within ``r_built = pad + motion + radius`` of that segment
+        (collider at the frame start), sorted nearest first. A list built in an earlier frame
+        is kept while this frame's capsule lies inside the old one shrunk by the
+        collider's motion since (see :func:`kernels.mesh_keep_lists`). A vertex pushed off its
+        segment further than the capsule allows (a contact deflected it) is caught in the
+        narrow phase and re-queried there (:meth:`_requery`).
         """
         n = x.shape[0]
-        tris = m.mesh.triangles
         radius = self.cloth_thickness + m.mesh.thickness
-        m.motion = float(np.sqrt(((m.v1 - m.v0) ** 2).sum(axis=1)).max())
-        moved_since = m.cum_motion + m.motion - m.mark if m.x_built.shape == x.shape else None
-        inflated = self.CANDIDATE_INFLATION * reach + m.motion
-        if moved_since is None:
+        d = m.v1 - m.v0
+        m.motion = float(np.sqrt(np.einsum("ij,ij->i", d, d).max()))
+        m.grid = None
+        if m.center.shape[0] != m.mesh.triangles.shape[0]:
+            m.center = np.empty((m.mesh.triangles.shape[0], 3))
+            m.rad = np.empty(m.mesh.triangles.shape[0])
+        ck.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
+        need = pad + m.motion
+        first = m.seg_a.shape != x.shape
+        if first:
             keep = np.zeros(n, dtype=np.bool_)
         else:
-            drift = np.sqrt(((x - m.x_built) ** 2).sum(axis=1))
-            keep = drift + reach + radius + moved_since <= m.r_built
-            # a list built while the vertex was fast covers far more than it needs now: rebuild it
-            keep &= m.r_built <= 1.5 * (inflated + radius)
+            moved_since = m.cum_motion + m.motion - m.mark
+            keep = np.empty(n, dtype=np.bool_)
+            ck.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since, keep)
         rebuild = active & ~keep
-        if rebuild.any():
-            lo = x - inflated[:, None]
-            hi = x + inflated[:, None]
-            tlo = np.empty((tris.shape[0], 3))
-            thi = np.empty((tris.shape[0], 3))
-            ck.swept_triangle_boxes(m.v0, m.v1, tris, radius, tlo, thi)
-            cell = max(float((thi - tlo).max(axis=1).mean()), 2.0 * float(inflated[rebuild].mean()), 1e-6)
-            table = _next_pow2(2 * tris.shape[0])
-            bucket, items = ck.hash_boxes(tlo, thi, cell, table, 32)
-            offsets, cand = ck.query_boxes(lo, hi, rebuild, tlo, thi, cell, table, bucket, items, 32)
-            limit = inflated + radius
-            offsets, cand, d0 = ck.mesh_filter_candidates(x, limit, offsets, cand, tris, m.v0)
-            if moved_since is None:
-                m.x_built = x.copy()
+        m.rebuilt = int(np.count_nonzero(rebuild))
+        if m.rebuilt:
+            offsets, cand, d0 = self._query(m, x, seg_end, need, radius, rebuild)
+            if first:
+                m.seg_a = x.copy()
+                m.seg_b = seg_end.copy()
                 m.mark = np.full(n, m.cum_motion)
-                m.r_built = limit.copy()
+                m.r_built = need + radius
                 m.offsets, m.cand, m.d0 = offsets, cand, d0
             else:
-                m.offsets, m.cand, m.d0 = ck.mesh_merge_candidates(keep, m.offsets, m.cand, m.d0, offsets, cand, d0)
-                m.x_built[~keep] = x[~keep]
-                m.mark[~keep] = m.cum_motion
-                m.r_built[~keep] = limit[~keep]
+                m.offsets, m.cand, m.d0 = ck.mesh_merge_candidates(keep | ~active, m.offsets, m.cand, m.d0, offsets,
+                                                                   cand, d0)
+                m.seg_a[rebuild] = x[rebuild]
+                m.seg_b[rebuild] = seg_end[rebuild]
+                m.mark[rebuild] = m.cum_motion
+                m.r_built[rebuild] = need[rebuild] + radius
+        elif first:
+            m.seg_a, m.seg_b = x.copy(), seg_end.copy()
+            m.mark = np.full(n, m.cum_motion)
+            m.r_built = need + radius
+            m.offsets = np.zeros(n + 1, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
-        m.rebuilt = int(rebuild.sum())
         m.side = np.ones(n)
-        ck.mesh_frame_sides(x, m.offsets, m.cand, m.d0, m.x_built, m.base_shift, tris, m.v0, m.v1,
-                            m.mesh.one_sided, m.side)
+        ck.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
+                                     m.v0, m.v1, m.mesh.one_sided, m.side)
+
+    def _query(self, m, seg_a, seg_b, pad, radius, which):
+        """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""
+        tris = m.mesh.triangles
+        if m.grid is None:
+            tlo = np.empty((tris.shape[0], 3))
+            thi = np.empty((tris.shape[0], 3))
+            ck.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
+            reach = float(np.mean(pad[which])) if which.any() else 0.0
+            cell = max(float((thi - tlo).max(axis=1).mean()), 2.0 * reach, 1e-6)
+            table = _next_pow2(2 * tris.shape[0])
+            bucket, items = ck.hash_boxes(tlo, thi, cell, table, 32)
+            m.grid = (tlo, thi, cell, table, bucket, items)
+        tlo, thi, cell, table, bucket, items = m.grid
+        return ck.mesh_query_candidates(seg_a, seg_b, pad, radius, which, tlo, thi, cell, table, bucket, items, 32,
+                                        tris, m.v0, m.center, m.rad)
+
+    def _requery(self, m, x_start, x_pred, t_end, h):
+        """New candidate lists for the vertices the narrow phase flagged ``lost``: a ball around
+        the prediction of radius substep travel + margin + collider motion (enough for this
+        substep; a vertex that leaves it later in the frame is flagged and re-queried again)."""
+        lost = m.lost
+        travel = np.sqrt(((x_pred - x_start) ** 2).sum(axis=1))
+        remaining = (1.0 - t_end) * self._frame_dt
+        pad = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
+        radius = self.cloth_thickness + m.mesh.thickness
+        offsets, cand, d0 = self._query(m, x_pred, x_pred, pad, radius, lost)
+        m.offsets, m.cand, m.d0 = ck.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
+        m.seg_a[lost] = x_pred[lost]
+        m.seg_b[lost] = x_pred[lost]
+        m.mark[lost] = m.cum_motion
+        m.base_shift[lost] = 0.0
+        m.r_built[lost] = pad[lost] + radius
+        self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(np.count_nonzero(lost))
 
     def _prepare_self(self, x):
         n = x.shape[0]
@@ -356,14 +425,34 @@ class Colliders(ContactHandler):
                                              self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
                                              self.mu_k, self.cloth_thickness, self.c_vertex, self.c_normal,
                                              self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
+            for k in self.sdf_index:
+                g = self.analytic[k]
+                count = ck.sdf_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
+                                            self._cand_proxy, self._n_cand, k, t_start, t_end, self.pos0, self.rot0,
+                                            self.pos1, self.rot1, g.phi, g.origin, g.spacing,
+                                            self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k],
+                                            self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp,
+                                            self.c_mu_s, self.c_mu_k, count)
+        if self.meshes:
+            if self._path.shape[0] != x_predicted.shape[0]:
+                raise ClothInputError("Colliders.begin_substep called before begin_frame")
+            ck.accumulate_path(x_substep_start, self._path_prev, self._path)
         for m in self.meshes:
-            if m.cand.shape[0] == 0:
-                continue
-            count = ck.mesh_narrow_phase(x_substep_start, x_predicted, m.x_built, m.base_shift, inv_mass, m.offsets,
-                                         m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
-                                         self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static,
-                                         m.mesh.friction_kinetic, self.c_vertex, self.c_normal, self.c_point,
-                                         self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
+            if m.lost.shape[0] != x_predicted.shape[0]:
+                m.lost = np.zeros(x_predicted.shape[0], dtype=np.bool_)
+                m.hit = np.zeros(x_predicted.shape[0], dtype=np.int8)
+                m.res = np.zeros((x_predicted.shape[0], 9))
+            for attempt in range(2):
+                new_count, n_lost = ck.mesh_narrow_phase_segments(
+                    x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.offsets,
+                    m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
+                    self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
+                    self._path, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, self.c_vertex, self.c_normal,
+                    self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
+                if n_lost == 0 or attempt == 1:
+                    break
+                self._requery(m, x_substep_start, x_predicted, t_end, h)
+            count = new_count
         self._n_contacts = count
         self.c_lam[:count] = 0.0
         self.c_friction[:count] = 0.0
@@ -423,4 +512,29 @@ class Colliders(ContactHandler):
         out = np.empty((pts.shape[0], self.kind.shape[0]))
         ck.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1,
                                     out)
+        for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
+            p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))
+            local = _rotate(np.array([q[0], -q[1], -q[2], -q[3]]), pts - p)
+            out[:, k] = self.analytic[k].signed_distance(local)[0]
         return out
+
+
+def _pose_at(p0, q0, p1, q1, t):
+    """Position (lerp) and rotation (slerp, shortest arc) at frame fraction t, as the kernels do."""
+    p = p0 + t * (p1 - p0)
+    d = float(q0 @ q1)
+    q1 = q1 if d >= 0 else -q1
+    d = abs(d)
+    if d > 0.9995:
+        q = (1 - t) * q0 + t * q1
+    else:
+        th = math.acos(min(d, 1.0))
+        q = (math.sin((1 - t) * th) * q0 + math.sin(t * th) * q1) / math.sin(th)
+    return p, q / np.linalg.norm(q)
+
+
+def _rotate(q, v):
+    """Rotate the rows of v by the unit quaternion q (w, x, y, z)."""
+    w, u = q[0], q[1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)

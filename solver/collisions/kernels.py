@@ -13,17 +13,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ..kernels import clamp_unilateral, xpbd_delta_lambda
 
 _JIT = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
+#: Per-vertex loops of the mesh broad and narrow phases run in ``prange``: every vertex writes only
+#: its own slots, the compaction into contact rows / CSR lists is a serial prefix sum afterwards,
+#: so the result does not depend on the thread count (no atomics, no shared scratch).
+_JIT_PARALLEL = dict(_JIT, parallel=True)
 
 PLANE = 0
 SPHERE = 1
 CAPSULE = 2
 BOX = 3
+SDF = 4  # signed distance grid (SDFGrid): own kernels, see sdf_narrow_phase
 
 
 # ----------------------------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
     for m in range(n_cand):
         i = cand_vertex[m]
         k = cand_proxy[m]
-        if inv_mass[i] == 0.0:
+        if inv_mass[i] == 0.0 or kind[k] == SDF:  # signed distance grids: sdf_narrow_phase
             continue
         pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
         ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
@@ -239,6 +244,9 @@ def analytic_signed_distance(points, t, kind, dims, pos0, rot0, pos1, rot1, out)
     """Signed distance of every point to every proxy at frame fraction t: out (P, K)."""
     for i in range(points.shape[0]):
         for k in range(kind.shape[0]):
+            if kind[k] == SDF:
+                out[i, k] = np.nan  # filled by the caller from the grid
+                continue
             px, py, pz, qw, qx, qy, qz = transform_at(k, t, pos0, rot0, pos1, rot1)
             l0, l1, l2 = _world_to_local(px, py, pz, qw, qx, qy, qz, points[i, 0], points[i, 1], points[i, 2])
             out[i, k] = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)[0]
@@ -485,17 +493,6 @@ def swept_triangle_boxes(v0, v1, tris, pad, lo, hi):
             hi[t, d] = max(a, b) + pad
 
 
-@njit(**_JIT)
-def vertex_travel_boxes(x, v, inv_mass, frame_dt, extra_margin, lo, hi, active, reach):
-    for i in range(x.shape[0]):
-        active[i] = inv_mass[i] > 0.0
-        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
-        reach[i] = speed * frame_dt + extra_margin
-        for d in range(3):
-            lo[i, d] = x[i, d] - reach[i]
-            hi[i, d] = x[i, d] + reach[i]
-
-
 @njit(inline="always", **_JIT)
 def _mesh_closest(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shift):
     """Closest candidate triangle of vertex i with the collider at t_frac (verts = start, v1 = end).
@@ -537,41 +534,6 @@ def _mesh_closest(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shi
 
 
 @njit(**_JIT)
-def mesh_filter_candidates(x, limit, offsets, cand, tris, v0):
-    """Exact filter of box candidates: keep a triangle when its distance to the vertex (collider
-    at ``v0``) is within ``limit[i]``. Returns the compacted (offsets, cand, d0) with d0 those
-    distances, each vertex's segment sorted by d0 (nearest first)."""
-    n = offsets.shape[0] - 1
-    new_off = np.zeros(n + 1, dtype=np.int64)
-    new_cand = np.empty(cand.shape[0], dtype=np.int64)
-    d0 = np.empty(cand.shape[0])
-    count = 0
-    for i in range(n):
-        for s in range(offsets[i], offsets[i + 1]):
-            t = cand[s]
-            ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-            u, v, w = closest_on_triangle(x[i, 0], x[i, 1], x[i, 2], v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0],
-                                          v0[ib, 1], v0[ib, 2], v0[ic, 0], v0[ic, 1], v0[ic, 2])
-            q0 = u * v0[ia, 0] + v * v0[ib, 0] + w * v0[ic, 0]
-            q1 = u * v0[ia, 1] + v * v0[ib, 1] + w * v0[ic, 1]
-            q2 = u * v0[ia, 2] + v * v0[ib, 2] + w * v0[ic, 2]
-            d = math.sqrt((x[i, 0] - q0) ** 2 + (x[i, 1] - q1) ** 2 + (x[i, 2] - q2) ** 2)
-            if d <= limit[i]:
-                new_cand[count] = t
-                d0[count] = d
-                count += 1
-        new_off[i + 1] = count
-        a = new_off[i]
-        if count - a > 1:  # this vertex's segment, nearest first
-            order = np.argsort(d0[a:count])
-            seg_c = new_cand[a:count][order]
-            seg_d = d0[a:count][order]
-            new_cand[a:count] = seg_c
-            d0[a:count] = seg_d
-    return new_off, new_cand[:count].copy(), d0[:count].copy()
-
-
-@njit(**_JIT)
 def mesh_merge_candidates(keep, old_off, old_cand, old_d0, new_off, new_cand, new_d0):
     """Per vertex: the old candidate list where ``keep`` (still valid), else the new one."""
     n = keep.shape[0]
@@ -599,90 +561,6 @@ def _interp(verts, v1, idx, t_frac):
     return (verts[idx, 0] + t_frac * (v1[idx, 0] - verts[idx, 0]),
             verts[idx, 1] + t_frac * (v1[idx, 1] - verts[idx, 1]),
             verts[idx, 2] + t_frac * (v1[idx, 2] - verts[idx, 2]))
-
-
-@njit(**_JIT)
-def mesh_frame_sides(x, offsets, cand, d0, x_built, base_shift, tris, v0, v1, one_sided, side):
-    """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
-    for i in range(x.shape[0]):
-        side[i] = 1.0
-        if one_sided or offsets[i + 1] == offsets[i]:
-            continue
-        shift = math.sqrt((x[i, 0] - x_built[i, 0]) ** 2 + (x[i, 1] - x_built[i, 1]) ** 2
-                          + (x[i, 2] - x_built[i, 2]) ** 2) + base_shift[i]
-        t, u, v, w, d2 = _mesh_closest(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1, shift)
-        if t < 0:
-            continue
-        a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
-        b0, b1, b2 = _interp(v0, v1, tris[t, 1], 0.0)
-        c0, c1, c2 = _interp(v0, v1, tris[t, 2], 0.0)
-        n0, n1, n2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
-        q0 = u * a0 + v * b0 + w * c0
-        q1 = u * a1 + v * b1 + w * c1
-        q2 = u * a2 + v * b2 + w * c2
-        if n0 * (x[i, 0] - q0) + n1 * (x[i, 1] - q1) + n2 * (x[i, 2] - q2) < 0.0:
-            side[i] = -1.0
-
-
-@njit(**_JIT)
-def mesh_narrow_phase(x_start, x_pred, x_built, base_shift, inv_mass, offsets, cand, d0, tris, v0, v1, motion, side,
-                      t_start, t_end, radius, mu_s, mu_k, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s,
-                      c_mu_k, offset):
-    """One contact per vertex against its closest candidate triangle at the substep end.
-
-    A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
-    corners); a vertex found on the other side is pushed back along the face normal toward
-    its frame-start side. Returns the new row count.
-    """
-    count = offset
-    for i in range(x_pred.shape[0]):
-        if inv_mass[i] == 0.0 or offsets[i + 1] == offsets[i]:
-            continue
-        p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
-        shift = math.sqrt((p0 - x_built[i, 0]) ** 2 + (p1 - x_built[i, 1]) ** 2
-                          + (p2 - x_built[i, 2]) ** 2) + base_shift[i] + motion * t_end
-        t, u, v, w, d2 = _mesh_closest(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, shift)
-        if t < 0:
-            continue
-        a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
-        b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
-        c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
-        fn0, fn1, fn2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
-        if fn0 == 0.0 and fn1 == 0.0 and fn2 == 0.0:
-            continue
-        q0 = u * a0 + v * b0 + w * c0
-        q1 = u * a1 + v * b1 + w * c1
-        q2 = u * a2 + v * b2 + w * c2
-        s = side[i]
-        dist = math.sqrt(d2)
-        along = fn0 * (p0 - q0) + fn1 * (p1 - q1) + fn2 * (p2 - q2)
-        if s * along >= 0.0 and dist > 1e-9:
-            n0, n1, n2 = (p0 - q0) / dist, (p1 - q1) / dist, (p2 - q2) / dist
-            C = dist - radius
-        else:
-            n0, n1, n2 = s * fn0, s * fn1, s * fn2
-            C = s * along - radius
-        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
-        if C > travel + radius:
-            continue
-        sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
-        sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
-        sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
-        c_vertex[count] = i
-        c_normal[count, 0] = n0
-        c_normal[count, 1] = n1
-        c_normal[count, 2] = n2
-        c_point[count, 0] = q0
-        c_point[count, 1] = q1
-        c_point[count, 2] = q2
-        c_radius[count] = radius
-        c_disp[count, 0] = q0 - (u * sa0 + v * sb0 + w * sc0)
-        c_disp[count, 1] = q1 - (u * sa1 + v * sb1 + w * sc1)
-        c_disp[count, 2] = q2 - (u * sa2 + v * sb2 + w * sc2)
-        c_mu_s[count] = mu_s
-        c_mu_k[count] = mu_k
-        count += 1
-    return count
 
 
 # ----------------------------------------------------------------------------------------------
@@ -964,3 +842,661 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         x[ic, 0] -= wc * w * dlam * n0
         x[ic, 1] -= wc * w * dlam * n1
         x[ic, 2] -= wc * w * dlam * n2
+
+
+# ----------------------------------------------------------------------------------------------
+# Mesh broad phase along each vertex's travel segment (capsule reach), parallel over vertices.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def point_segment_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2):
+    """Distance of p to the segment [a, b] (a point when a == b)."""
+    d0, d1, d2 = b0 - a0, b1 - a1, b2 - a2
+    len2 = d0 * d0 + d1 * d1 + d2 * d2
+    s = 0.0
+    if len2 > 0.0:
+        s = min(max(((p0 - a0) * d0 + (p1 - a1) * d1 + (p2 - a2) * d2) / len2, 0.0), 1.0)
+    return math.sqrt((p0 - a0 - s * d0) ** 2 + (p1 - a1 - s * d1) ** 2 + (p2 - a2 - s * d2) ** 2)
+
+
+@njit(inline="always", **_JIT)
+def segment_segment_distance(p0, p1, p2, q0, q1, q2, r0, r1, r2, s0, s1, s2):
+    """Distance between the segments [p, q] and [r, s] (Ericson 5.1.9)."""
+    d10, d11, d12 = q0 - p0, q1 - p1, q2 - p2
+    d20, d21, d22 = s0 - r0, s1 - r1, s2 - r2
+    e0, e1, e2 = p0 - r0, p1 - r1, p2 - r2
+    a = d10 * d10 + d11 * d11 + d12 * d12
+    e = d20 * d20 + d21 * d21 + d22 * d22
+    f = d20 * e0 + d21 * e1 + d22 * e2
+    if a <= 1e-30 and e <= 1e-30:
+        return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    if a <= 1e-30:
+        sc = 0.0
+        tc = min(max(f / e, 0.0), 1.0)
+    else:
+        c = d10 * e0 + d11 * e1 + d12 * e2
+        if e <= 1e-30:
+            tc = 0.0
+            sc = min(max(-c / a, 0.0), 1.0)
+        else:
+            b = d10 * d20 + d11 * d21 + d12 * d22
+            denom = a * e - b * b
+            sc = 0.0
+            if denom > 0.0:
+                sc = min(max((b * f - c * e) / denom, 0.0), 1.0)
+            tc = (b * sc + f) / e
+            if tc < 0.0:
+                tc = 0.0
+                sc = min(max(-c / a, 0.0), 1.0)
+            elif tc > 1.0:
+                tc = 1.0
+                sc = min(max((b - c) / a, 0.0), 1.0)
+    x0 = p0 + sc * d10 - (r0 + tc * d20)
+    x1 = p1 + sc * d11 - (r1 + tc * d21)
+    x2 = p2 + sc * d12 - (r2 + tc * d22)
+    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+
+
+@njit(inline="always", **_JIT)
+def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+    return math.sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
+                     + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+
+
+@njit(inline="always", **_JIT)
+def segment_triangle_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """Distance between the segment [p, q] and the triangle abc.
+
+    Both are convex: they intersect (the point where the segment crosses the triangle's plane
+    lies in the triangle: distance 0), or a closest pair has a segment end point or a point of
+    a triangle edge, so the minimum over those cases is exact.
+    """
+    d = point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+    if (q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2 <= 1e-30:
+        return d
+    d = min(d, point_triangle_distance(q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2))
+    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
+    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
+    n0 = e1 * f2 - e2 * f1
+    n1 = e2 * f0 - e0 * f2
+    n2 = e0 * f1 - e1 * f0
+    sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
+    sq = n0 * (q0 - a0) + n1 * (q1 - a1) + n2 * (q2 - a2)
+    if sp * sq <= 0.0 and sp != sq:
+        t = sp / (sp - sq)
+        d = min(d, point_triangle_distance(p0 + t * (q0 - p0), p1 + t * (q1 - p1), p2 + t * (q2 - p2), a0, a1, a2,
+                                           b0, b1, b2, c0, c1, c2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, b0, b1, b2, c0, c1, c2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, c0, c1, c2, a0, a1, a2))
+    return d
+
+
+@njit(**_JIT)
+def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, margin, deflection, seg_b, pad,
+                           active):
+    """Each free vertex's predicted path this frame and the capsule radius around it.
+
+    The path is the parabola ``x + v t + a t^2 / 2`` with ``a`` the vertex's velocity change
+    over the previous frame (clamped to ``max_acceleration``); the segment [x, seg_b] is its
+    chord, within ``|a| frame_dt^2 / 8`` of it. ``pad = margin + |a| dt^2 / 8 + deflection |v| dt``.
+    """
+    for i in range(x.shape[0]):
+        active[i] = inv_mass[i] > 0.0
+        a0 = (v[i, 0] - v_prev[i, 0]) / frame_dt
+        a1 = (v[i, 1] - v_prev[i, 1]) / frame_dt
+        a2 = (v[i, 2] - v_prev[i, 2]) / frame_dt
+        acc = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+        if not acc <= max_acceleration:  # also NaN
+            scale = max_acceleration / acc if acc > 0.0 and math.isfinite(acc) else 0.0
+            a0, a1, a2, acc = a0 * scale, a1 * scale, a2 * scale, max_acceleration
+        h2 = 0.5 * frame_dt * frame_dt
+        seg_b[i, 0] = x[i, 0] + v[i, 0] * frame_dt + a0 * h2
+        seg_b[i, 1] = x[i, 1] + v[i, 1] * frame_dt + a1 * h2
+        seg_b[i, 2] = x[i, 2] + v[i, 2] * frame_dt + a2 * h2
+        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+        pad[i] = margin + 0.25 * acc * h2 + deflection * speed * frame_dt
+
+
+@njit(**_JIT)
+def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_since, keep):
+    """A vertex's candidate list (triangles within ``r_built`` of the segment it was built on,
+    collider at that frame's start) still covers this frame's capsule (segment [x, seg_b_new],
+    radius ``need``) when both new end points lie within ``r_built - need - moved_since`` of
+    the old segment (the capsule is convex). Lists much larger than needed are rebuilt."""
+    for i in range(x.shape[0]):
+        keep[i] = False
+        if not active[i]:
+            continue
+        dev = max(point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
+                                         seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]),
+                  point_segment_distance(seg_b_new[i, 0], seg_b_new[i, 1], seg_b_new[i, 2], seg_a[i, 0],
+                                         seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]))
+        old_len = math.sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
+                            + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
+        new_len = math.sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
+                            + (seg_b_new[i, 2] - x[i, 2]) ** 2)
+        keep[i] = (dev + need[i] + moved_since[i] <= r_built[i] and r_built[i] <= 1.5 * need[i]
+                   and old_len <= 1.5 * new_len + need[i])
+
+
+@njit(**_JIT)
+def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
+                          max_cells, tris, v0, center, rad):
+    """Candidate triangles of every active vertex: CSR (offsets, cand, d0), each vertex's list
+    sorted by d0 (nearest first).
+
+    Vertex i travels along the segment [seg_a, seg_b] give or take ``pad[i]``; its query box
+    is the segment's box grown by ``pad`` (triangle boxes already carry the contact radius),
+    and a triangle is kept when its distance to the segment (collider at ``v0``), d0, is at
+    most ``pad[i] + radius``. d0 is exact for a long segment; for a short one (half length
+    under half the reach) it is the lower bound ``|midpoint - triangle| - half length``,
+    which is all its users need (a superset is kept, and every list bound stays valid).
+    ``center`` / ``rad``: the triangles' bounding spheres at ``v0`` (cheap rejection). One pass
+    (hash query, exact filter and sort fused; measured faster than a two-pass parallel
+    version on the 2-core bench machine).
+    """
+    n = seg_a.shape[0]
+    nbox = tlo.shape[0]
+    inv = 1.0 / cell
+    stamp = np.full(nbox, -1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    cap = max(16, 8 * n)
+    cand = np.empty(cap, dtype=np.int64)
+    d0 = np.empty(cap)
+    count = 0
+    ql = np.empty(3)
+    qh = np.empty(3)
+    for q in range(n):
+        if active[q]:
+            for d in range(3):
+                ql[d] = min(seg_a[q, d], seg_b[q, d]) - pad[q]
+                qh[d] = max(seg_a[q, d], seg_b[q, d]) + pad[q]
+            ok = True
+            for d in range(3):
+                if not (abs(ql[d]) < 1e6 and abs(qh[d]) < 1e6):
+                    ok = False
+            if ok:
+                limit = pad[q] + radius
+                m0 = 0.5 * (seg_a[q, 0] + seg_b[q, 0])
+                m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
+                m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
+                half = 0.5 * math.sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
+                                       + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
+                i0 = int(math.floor(ql[0] * inv))
+                j0 = int(math.floor(ql[1] * inv))
+                k0 = int(math.floor(ql[2] * inv))
+                i1 = max(i0, min(int(math.floor(qh[0] * inv)), i0 + max_cells))
+                j1 = max(j0, min(int(math.floor(qh[1] * inv)), j0 + max_cells))
+                k1 = max(k0, min(int(math.floor(qh[2] * inv)), k0 + max_cells))
+                start = count
+                for i in range(i0, i1 + 1):
+                    for j in range(j0, j1 + 1):
+                        for k in range(k0, k1 + 1):
+                            t = cell_hash(i, j, k, table_size)
+                            for s in range(bucket_start[t], bucket_start[t + 1]):
+                                b = items[s]
+                                if stamp[b] == q:
+                                    continue
+                                stamp[b] = q
+                                if (tlo[b, 0] > qh[0] or thi[b, 0] < ql[0] or tlo[b, 1] > qh[1]
+                                        or thi[b, 1] < ql[1] or tlo[b, 2] > qh[2] or thi[b, 2] < ql[2]):
+                                    continue
+                                ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
+                                # the midpoint's distance minus the half length bounds the segment's
+                                # from below: enough for a short segment (d0 is only used as a bound)
+                                dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
+                                                               v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                                               v0[ic, 1], v0[ic, 2]) - half
+                                if dist > limit:
+                                    continue
+                                if half > 0.5 * limit:
+                                    # the triangle's bounding sphere against the segment first (cheap)
+                                    if point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
+                                                              seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
+                                                              seg_b[q, 2]) - rad[b] > limit:
+                                        continue
+                                    dist = segment_triangle_distance(
+                                        seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
+                                        v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                        v0[ic, 1], v0[ic, 2])
+                                    if dist > limit:
+                                        continue
+                                if count == cap:
+                                    cap *= 2
+                                    grown = np.empty(cap, dtype=np.int64)
+                                    grown[:count] = cand[:count]
+                                    cand = grown
+                                    grown_d = np.empty(cap)
+                                    grown_d[:count] = d0[:count]
+                                    d0 = grown_d
+                                cand[count] = b
+                                d0[count] = max(dist, 0.0)
+                                count += 1
+                if count - start > 1:  # nearest first
+                    order = np.argsort(d0[start:count])
+                    seg_c = cand[start:count][order]
+                    seg_d = d0[start:count][order]
+                    cand[start:count] = seg_c
+                    d0[start:count] = seg_d
+        offsets[q + 1] = count
+    return offsets, cand[:count].copy(), d0[:count].copy()
+
+
+@njit(**_JIT)
+def triangle_spheres(v0, tris, center, rad):
+    """Bounding sphere (centroid, largest corner distance) of every triangle at ``v0``."""
+    for t in range(tris.shape[0]):
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        r2 = 0.0
+        for d in range(3):
+            center[t, d] = (v0[ia, d] + v0[ib, d] + v0[ic, d]) / 3.0
+        for k in range(3):
+            j = tris[t, k]
+            r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
+                     + (v0[j, 2] - center[t, 2]) ** 2)
+        rad[t] = math.sqrt(r2)
+
+
+@njit(inline="always", **_JIT)
+def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
+                         motion):
+    """Closest candidate triangle of vertex i within ``limit`` (collider at t_frac), or t = -1.
+
+    Like :func:`_mesh_closest`; a candidate is skipped without the closest-point computation
+    when its bounding sphere (centroid and radius at the frame start, grown by the collider's
+    motion up to t_frac) is farther than both the best distance so far and ``limit``.
+    """
+    best = 1e300
+    best_d = 1e300
+    best_t = -1
+    bu = bv = bw = 0.0
+    grow = motion * t_frac
+    for s in range(offsets[i], offsets[i + 1]):
+        bound = min(best_d, limit)
+        if d0[s] - shift > bound:
+            break
+        t = cand[s]
+        g = math.sqrt((p0 - center[t, 0]) ** 2 + (p1 - center[t, 1]) ** 2 + (p2 - center[t, 2]) ** 2)
+        if g - rad[t] - grow > bound:
+            continue
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        a0 = verts[ia, 0] + t_frac * (v1[ia, 0] - verts[ia, 0])
+        a1 = verts[ia, 1] + t_frac * (v1[ia, 1] - verts[ia, 1])
+        a2 = verts[ia, 2] + t_frac * (v1[ia, 2] - verts[ia, 2])
+        b0 = verts[ib, 0] + t_frac * (v1[ib, 0] - verts[ib, 0])
+        b1 = verts[ib, 1] + t_frac * (v1[ib, 1] - verts[ib, 1])
+        b2 = verts[ib, 2] + t_frac * (v1[ib, 2] - verts[ib, 2])
+        c0 = verts[ic, 0] + t_frac * (v1[ic, 0] - verts[ic, 0])
+        c1 = verts[ic, 1] + t_frac * (v1[ic, 1] - verts[ic, 1])
+        c2 = verts[ic, 2] + t_frac * (v1[ic, 2] - verts[ic, 2])
+        u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+        if d2 < best and d2 <= limit * limit:
+            best = d2
+            best_d = math.sqrt(d2)
+            best_t = t
+            bu, bv, bw = u, v, w
+    return best_t, bu, bv, bw, best
+
+
+@njit(**_JIT_PARALLEL)
+def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, one_sided, side):
+    """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
+    for i in prange(x.shape[0]):
+        side[i] = 1.0
+        if one_sided or offsets[i + 1] == offsets[i]:
+            continue
+        shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
+                                       seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
+        t, u, v, w, d2 = _mesh_closest(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1, shift)
+        if t < 0:
+            continue
+        a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
+        b0, b1, b2 = _interp(v0, v1, tris[t, 1], 0.0)
+        c0, c1, c2 = _interp(v0, v1, tris[t, 2], 0.0)
+        n0, n1, n2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        if n0 * (x[i, 0] - q0) + n1 * (x[i, 1] - q1) + n2 * (x[i, 2] - q2) < 0.0:
+            side[i] = -1.0
+
+
+@njit(**_JIT_PARALLEL)
+def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, offsets, cand, d0, tris,
+                               v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, center, rad, lost,
+                               only_lost, hit, res, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k,
+                               offset):
+    """One contact per vertex against its closest candidate triangle at the substep end.
+
+    A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
+    corners); a vertex found on the other side is pushed back along the face normal toward
+    its frame-start side.
+
+    The candidates of vertex i were built around the segment [seg_a, seg_b] (sorted by their
+    distance d0 to it, collider at a frame start); ``dev = |x - segment| + collider motion since``
+    bounds how much any distance can have shrunk, so the scan stops once ``d0 - dev`` exceeds the
+    best distance found. A triangle missing from the list is farther than ``r_built - dev``;
+    when that bound could hide a closer triangle within contact reach, ``lost[i]`` is set and
+    the vertex gets no row (the caller re-queries those vertices and runs this again with
+    ``only_lost``, which recomputes just them; ``hit`` / ``res`` are per-vertex scratch).
+
+    Far vertices are skipped: ``path[i]`` is the length of the vertex's path from the frame
+    start to the substep start. A vertex farther than ``radius + travel + path + collider
+    motion`` from every triangle cannot have touched the surface at any time of this frame, so
+    it is still on its frame-start side and needs no contact; the scan only looks for a
+    triangle within that distance (bounding-sphere rejection first).
+    Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count).
+    """
+    n = x_pred.shape[0]
+    for i in prange(n):
+        if only_lost and not lost[i]:
+            continue  # the result of the previous pass stands
+        lost[i] = False
+        hit[i] = 0
+        if inv_mass[i] == 0.0:
+            continue
+        p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
+        dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
+                                     seg_b[i, 2]) + base_shift[i] + motion * t_end
+        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
+        outside = r_built[i] - dev  # every triangle not in the list is at least this far
+        best_t = -1
+        d2 = 1e300
+        u = v = w = 0.0
+        if offsets[i + 1] > offsets[i]:
+            limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
+            best_t, u, v, w, d2 = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, dev,
+                                                       limit, center, rad, motion)
+        found = math.sqrt(d2) if best_t >= 0 else 1e300
+        if outside < min(found, radius + travel):
+            lost[i] = True
+            continue
+        if best_t < 0:
+            continue
+        t = best_t
+        a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
+        b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
+        c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
+        fn0, fn1, fn2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        if fn0 == 0.0 and fn1 == 0.0 and fn2 == 0.0:
+            continue
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        s = side[i]
+        dist = found
+        along = fn0 * (p0 - q0) + fn1 * (p1 - q1) + fn2 * (p2 - q2)
+        if s * along >= 0.0 and dist > 1e-9:
+            n0, n1, n2 = (p0 - q0) / dist, (p1 - q1) / dist, (p2 - q2) / dist
+            C = dist - radius
+        else:
+            n0, n1, n2 = s * fn0, s * fn1, s * fn2
+            C = s * along - radius
+        if C > travel + radius:
+            continue
+        sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
+        sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
+        sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
+        hit[i] = 1
+        res[i, 0] = n0
+        res[i, 1] = n1
+        res[i, 2] = n2
+        res[i, 3] = q0
+        res[i, 4] = q1
+        res[i, 5] = q2
+        res[i, 6] = q0 - (u * sa0 + v * sb0 + w * sc0)
+        res[i, 7] = q1 - (u * sa1 + v * sb1 + w * sc1)
+        res[i, 8] = q2 - (u * sa2 + v * sb2 + w * sc2)
+    count = offset
+    n_lost = 0
+    for i in range(n):
+        if lost[i]:
+            n_lost += 1
+        if hit[i] == 0:
+            continue
+        c_vertex[count] = i
+        for d in range(3):
+            c_normal[count, d] = res[i, d]
+            c_point[count, d] = res[i, 3 + d]
+            c_disp[count, d] = res[i, 6 + d]
+        c_radius[count] = radius
+        c_mu_s[count] = mu_s
+        c_mu_k[count] = mu_k
+        count += 1
+    return count, n_lost
+
+
+@njit(**_JIT)
+def accumulate_path(x_substep_start, prev, path):
+    """path += |x_substep_start - prev| per vertex; prev = x_substep_start."""
+    for i in range(path.shape[0]):
+        path[i] += math.sqrt((x_substep_start[i, 0] - prev[i, 0]) ** 2 + (x_substep_start[i, 1] - prev[i, 1]) ** 2
+                             + (x_substep_start[i, 2] - prev[i, 2]) ** 2)
+        for d in range(3):
+            prev[i, d] = x_substep_start[i, d]
+
+
+# ----------------------------------------------------------------------------------------------
+# Signed distance grid proxy (rigid body): build from a closed mesh, trilinear queries.
+# ----------------------------------------------------------------------------------------------
+
+@njit(**_JIT)
+def sdf_build(verts, tris, origin, spacing, shape, band):
+    """Signed distances at the nodes of a regular grid (node (i, j, k) at origin + spacing (i, j, k)).
+
+    Unsigned distance: exact (closest triangle) at every node within ``band`` of the surface
+    (each triangle visits the nodes of its box grown by the band); farther nodes get a 26-
+    neighbour chamfer propagation (two forward/backward sweeps), an over-estimate that still
+    grows away from the surface. Sign: parity of the crossings of a ray along +z through the
+    node's (x, y) column (rays nudged off the grid lines so they miss edges and vertices of a
+    mesh built on round numbers). Negative inside.
+    """
+    nx, ny, nz = shape[0], shape[1], shape[2]
+    dist = np.full((nx, ny, nz), np.inf)
+    for t in range(tris.shape[0]):
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        lo = np.empty(3, dtype=np.int64)
+        hi = np.empty(3, dtype=np.int64)
+        for d in range(3):
+            a = min(verts[ia, d], verts[ib, d], verts[ic, d]) - band
+            b = max(verts[ia, d], verts[ib, d], verts[ic, d]) + band
+            lo[d] = max(0, int(math.floor((a - origin[d]) / spacing)))
+            hi[d] = min(shape[d] - 1, int(math.ceil((b - origin[d]) / spacing)))
+        for i in range(lo[0], hi[0] + 1):
+            px = origin[0] + i * spacing
+            for j in range(lo[1], hi[1] + 1):
+                py = origin[1] + j * spacing
+                for k in range(lo[2], hi[2] + 1):
+                    pz = origin[2] + k * spacing
+                    d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
+                                                verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1],
+                                                verts[ic, 2])
+                    if d < dist[i, j, k]:
+                        dist[i, j, k] = d
+    # chamfer propagation for the nodes beyond the band
+    for sweep in range(2):
+        for direction in range(2):
+            for ii in range(nx):
+                i = ii if direction == 0 else nx - 1 - ii
+                for jj in range(ny):
+                    j = jj if direction == 0 else ny - 1 - jj
+                    for kk in range(nz):
+                        k = kk if direction == 0 else nz - 1 - kk
+                        best = dist[i, j, k]
+                        for di in range(-1, 2):
+                            for dj in range(-1, 2):
+                                for dk in range(-1, 2):
+                                    a, b, c = i + di, j + dj, k + dk
+                                    if a < 0 or b < 0 or c < 0 or a >= nx or b >= ny or c >= nz:
+                                        continue
+                                    cand = dist[a, b, c] + spacing * math.sqrt(di * di + dj * dj + dk * dk)
+                                    if cand < best:
+                                        best = cand
+                        dist[i, j, k] = best
+    # sign: crossings of the +z ray through each column
+    ox = 0.1234567 * spacing * 1e-3
+    oy = 0.0765432 * spacing * 1e-3
+    zs = np.empty(tris.shape[0])
+    for i in range(nx):
+        px = origin[0] + i * spacing + ox
+        for j in range(ny):
+            py = origin[1] + j * spacing + oy
+            m = 0
+            for t in range(tris.shape[0]):
+                ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+                ax, ay = verts[ia, 0] - px, verts[ia, 1] - py
+                bx, by = verts[ib, 0] - px, verts[ib, 1] - py
+                cx, cy = verts[ic, 0] - px, verts[ic, 1] - py
+                if (ax > 0 and bx > 0 and cx > 0) or (ax < 0 and bx < 0 and cx < 0):
+                    continue
+                if (ay > 0 and by > 0 and cy > 0) or (ay < 0 and by < 0 and cy < 0):
+                    continue
+                # barycentrics of the column in the triangle's xy projection
+                w0 = bx * cy - by * cx
+                w1 = cx * ay - cy * ax
+                w2 = ax * by - ay * bx
+                if not ((w0 >= 0 and w1 >= 0 and w2 >= 0) or (w0 <= 0 and w1 <= 0 and w2 <= 0)):
+                    continue
+                s = w0 + w1 + w2
+                if s == 0.0:
+                    continue  # vertical triangle: the ray grazes it
+                zs[m] = (w0 * verts[ia, 2] + w1 * verts[ib, 2] + w2 * verts[ic, 2]) / s
+                m += 1
+            if m == 0:
+                continue
+            z = np.sort(zs[:m])
+            for k in range(nz):
+                pz = origin[2] + k * spacing
+                above = 0
+                for q in range(m):
+                    if z[q] > pz:
+                        above += 1
+                if above % 2 == 1:
+                    dist[i, j, k] = -dist[i, j, k]
+    return dist
+
+
+@njit(inline="always", **_JIT)
+def _sdf_axis(p, origin, spacing, n):
+    """Cell index, fraction in the cell and signed distance beyond the grid along one axis."""
+    u = (p - origin) / spacing
+    hi = n - 1.0
+    e = 0.0
+    if u < 0.0:
+        e = u * spacing
+        u = 0.0
+    elif u > hi:
+        e = (u - hi) * spacing
+        u = hi
+    c = min(int(math.floor(u)), n - 2)
+    return c, u - c, e
+
+
+@njit(inline="always", **_JIT)
+def sdf_sample(phi, origin, spacing, px, py, pz):
+    """Trilinear signed distance and its gradient at the local point p.
+
+    Outside the grid's box the point is clamped onto it and the distance to the box is added
+    (an upper bound of the true distance, pointing back at the box)."""
+    i, fx, extra0 = _sdf_axis(px, origin[0], spacing, phi.shape[0])
+    j, fy, extra1 = _sdf_axis(py, origin[1], spacing, phi.shape[1])
+    k, fz, extra2 = _sdf_axis(pz, origin[2], spacing, phi.shape[2])
+    c000 = phi[i, j, k]
+    c100 = phi[i + 1, j, k]
+    c010 = phi[i, j + 1, k]
+    c110 = phi[i + 1, j + 1, k]
+    c001 = phi[i, j, k + 1]
+    c101 = phi[i + 1, j, k + 1]
+    c011 = phi[i, j + 1, k + 1]
+    c111 = phi[i + 1, j + 1, k + 1]
+    c00 = c000 + fx * (c100 - c000)
+    c10 = c010 + fx * (c110 - c010)
+    c01 = c001 + fx * (c101 - c001)
+    c11 = c011 + fx * (c111 - c011)
+    c0 = c00 + fy * (c10 - c00)
+    c1 = c01 + fy * (c11 - c01)
+    value = c0 + fz * (c1 - c0)
+    gz = (c1 - c0) / spacing
+    gy = ((1 - fz) * (c10 - c00) + fz * (c11 - c01)) / spacing
+    gx = ((1 - fy) * (1 - fz) * (c100 - c000) + fy * (1 - fz) * (c110 - c010) + (1 - fy) * fz * (c101 - c001)
+          + fy * fz * (c111 - c011)) / spacing
+    e2 = extra0 * extra0 + extra1 * extra1 + extra2 * extra2
+    if e2 > 0.0:
+        e = math.sqrt(e2)
+        value = max(value, 0.0) + e
+        gx, gy, gz = extra0 / e, extra1 / e, extra2 / e
+    g = math.sqrt(gx * gx + gy * gy + gz * gz)
+    if g < 1e-12:
+        return value, 0.0, 0.0, 1.0
+    return value, gx / g, gy / g, gz / g
+
+
+@njit(**_JIT)
+def sdf_signed_distance(points, phi, origin, spacing, out, normals):
+    """Trilinear signed distance (and unit gradient) of local points."""
+    for i in range(points.shape[0]):
+        v, n0, n1, n2 = sdf_sample(phi, origin, spacing, points[i, 0], points[i, 1], points[i, 2])
+        out[i] = v
+        normals[i, 0] = n0
+        normals[i, 1] = n1
+        normals[i, 2] = n2
+
+
+@njit(**_JIT)
+def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, k, t_start, t_end, pos0, rot0, pos1,
+                     rot1, phi, origin, spacing, radius, mu_s, mu_k, c_vertex, c_normal, c_point, c_radius, c_disp,
+                     c_mu_s, c_mu_k, offset):
+    """Contacts with the signed distance grid proxy k (rows from ``offset``), like the analytic ones.
+
+    At the substep end the vertex's local position gives phi and the normal (normalised
+    trilinear gradient); the surface point is ``p - phi n``. A vertex predicted inside that
+    started the substep outside keeps the normal and surface point of its start position (no
+    tunnelling out through the far side of a thin part). Returns the new row count.
+    """
+    count = offset
+    for m in range(n_cand):
+        if cand_proxy[m] != k:
+            continue
+        i = cand_vertex[m]
+        if inv_mass[i] == 0.0:
+            continue
+        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
+        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
+        l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
+        d, nl0, nl1, nl2 = sdf_sample(phi, origin, spacing, l0, l1, l2)
+        ql0, ql1, ql2 = l0 - d * nl0, l1 - d * nl1, l2 - d * nl2
+        if d < 0.0:
+            s0, s1, s2 = _world_to_local(ps0, ps1, ps2, qs0, qs1, qs2, qs3, x_start[i, 0], x_start[i, 1],
+                                         x_start[i, 2])
+            ds, m0, m1, m2 = sdf_sample(phi, origin, spacing, s0, s1, s2)
+            if ds >= 0.0:
+                nl0, nl1, nl2 = m0, m1, m2
+                ql0, ql1, ql2 = s0 - ds * m0, s1 - ds * m1, s2 - ds * m2
+        n0, n1, n2 = quat_rotate(qe0, qe1, qe2, qe3, nl0, nl1, nl2)
+        q0, q1, q2 = _local_to_world(pe0, pe1, pe2, qe0, qe1, qe2, qe3, ql0, ql1, ql2)
+        C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
+        travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+                           + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+        if C > travel + radius:
+            continue
+        b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
+        c_vertex[count] = i
+        c_normal[count, 0] = n0
+        c_normal[count, 1] = n1
+        c_normal[count, 2] = n2
+        c_point[count, 0] = q0
+        c_point[count, 1] = q1
+        c_point[count, 2] = q2
+        c_radius[count] = radius
+        c_disp[count, 0] = q0 - b0
+        c_disp[count, 1] = q1 - b1
+        c_disp[count, 2] = q2 - b2
+        c_mu_s[count] = mu_s
+        c_mu_k[count] = mu_k
+        count += 1
+    return count

@@ -212,3 +212,91 @@ class TriangleMesh(Collider):
         self.triangles = t
         self.vertices = v
         self.one_sided = bool(one_sided)
+
+
+class SDFGrid(AnalyticCollider):
+    """Signed distance grid of a closed triangle mesh: fast contacts with a rigid body.
+
+    ``vertices`` (M,3) and ``triangles`` (T,3) describe the body in its own (local) frame; it
+    is placed and animated like the analytic proxies (``position``, ``rotation`` (w, x, y, z),
+    :meth:`Colliders.set_transform`, lerp/slerp inside the frame). The mesh must be closed
+    and consistently wound (every edge shared by exactly two triangles, in opposite
+    directions); an open mesh is a ClothInputError (use :class:`TriangleMesh` for it).
+
+    Built once (Numba): distances at the nodes of a regular grid of ``spacing`` metres over
+    the mesh's box grown by ``margin`` (default ``band``), exact (closest triangle) within
+    ``band`` (default 3 x spacing) of the surface, a chamfer over-estimate farther; sign by
+    ray-crossing parity. Queries interpolate trilinearly; the normal is the normalised
+    gradient of the interpolant. Accuracy (measured in tests/test_collisions_sdf.py on a
+    sphere and a box): |error| < 2 spacing^2 / R near a faceted smooth part of curvature
+    radius R, exact on flat faces, up to ~spacing at sharp edges and corners (trilinear
+    interpolation rounds them). Use
+    ``spacing`` below the cloth thickness for crisp contact heights on boxy bodies.
+    """
+
+    kind = ck.SDF
+
+    def __init__(self, vertices, triangles, spacing, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
+                 band=None, margin=None, thickness=0.0, friction_static=0.6, friction_kinetic=0.4,
+                 max_nodes: int = 8_000_000):
+        h = _positive(f"SDF grid {name!r} spacing", spacing)
+        v = np.ascontiguousarray(np.asarray(vertices, dtype=np.float64))
+        if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0:
+            raise ClothInputError(f"SDF grid {name!r}: vertices must have shape (M, 3), M > 0, got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ClothInputError(f"SDF grid {name!r}: vertices contain NaN or infinite values")
+        t = np.asarray(triangles)
+        if t.size == 0 or t.ndim != 2 or t.shape[1] != 3 or not np.issubdtype(t.dtype, np.integer):
+            raise ClothInputError(f"SDF grid {name!r}: triangles must be a non-empty integer (T, 3) array, got "
+                                  f"{t.shape} {t.dtype}")
+        t = np.ascontiguousarray(t, dtype=np.int64)
+        if t.min() < 0 or t.max() >= v.shape[0]:
+            raise ClothInputError(f"SDF grid {name!r}: triangle indices must lie in 0..{v.shape[0] - 1}")
+        _check_closed(t, name)
+        band = 3.0 * h if band is None else _positive(f"SDF grid {name!r} band", band)
+        margin = band if margin is None else _non_negative(f"SDF grid {name!r} margin", margin)
+        lo = v.min(axis=0) - margin - h
+        hi = v.max(axis=0) + margin + h
+        shape = np.maximum(np.ceil((hi - lo) / h).astype(np.int64) + 1, 2)
+        if int(np.prod(shape)) > max_nodes:
+            raise ClothInputError(f"SDF grid {name!r}: {tuple(int(s) for s in shape)} nodes exceed max_nodes="
+                                  f"{max_nodes}; use a larger spacing")
+        self.spacing = h
+        self.band = band
+        self.origin = lo
+        self.phi = ck.sdf_build(v, t, lo, h, shape, band)
+        if not (self.phi < 0).any():
+            raise ClothInputError(f"SDF grid {name!r}: no grid node lies inside the mesh (spacing {h} too large "
+                                  "for the body, or the mesh is inside out)")
+        corners = np.array([[a, b, c] for a in (lo[0], hi[0]) for b in (lo[1], hi[1]) for c in (lo[2], hi[2])])
+        bound = float(np.linalg.norm(corners, axis=1).max())
+        super().__init__((bound, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
+        self.vertices = v
+        self.triangles = t
+
+    @property
+    def bound_radius(self) -> float:
+        return float(self.dims[0])
+
+    def signed_distance(self, points_local) -> tuple[np.ndarray, np.ndarray]:
+        """(distance (P,), unit normal (P,3)) at local points, trilinear (negative inside)."""
+        pts = np.ascontiguousarray(np.asarray(points_local, dtype=np.float64).reshape(-1, 3))
+        out = np.empty(pts.shape[0])
+        normals = np.empty((pts.shape[0], 3))
+        ck.sdf_signed_distance(pts, self.phi, self.origin, self.spacing, out, normals)
+        return out, normals
+
+
+def _check_closed(triangles: np.ndarray, name) -> None:
+    """A closed, consistently wound mesh: every directed edge once, and its reverse once."""
+    e = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
+    key = e[:, 0] * (int(triangles.max()) + 1) + e[:, 1]
+    rev = e[:, 1] * (int(triangles.max()) + 1) + e[:, 0]
+    uniq, counts = np.unique(key, return_counts=True)
+    if (counts > 1).any():
+        raise ClothInputError(f"SDF grid {name!r}: the mesh is not consistently wound or not manifold (an edge is "
+                              "used twice in the same direction); a signed distance needs a closed, oriented mesh")
+    missing = ~np.isin(rev, uniq)
+    if missing.any():
+        raise ClothInputError(f"SDF grid {name!r}: the mesh is open ({int(missing.sum())} boundary edges); a signed "
+                              "distance needs a closed mesh (use TriangleMesh for open meshes)")
