@@ -353,4 +353,15 @@ if __name__ == "__main__":
     # Inside Blender a successful bake of the open file returns, so that Blender goes on with its
     # remaining arguments (-f 1 to render, say); every other outcome ends the process with its status.
     if not (_IN_BLENDER and _KEEP_BLENDER_RUNNING and status == 0):
+        bpy_module = sys.modules.get("bpy")
+        if not _IN_BLENDER and bpy_module is not None and tuple(bpy_module.app.version[:2]) == (4, 2):
+            # The bpy 4.2 module segfaults in a C++ static destructor at interpreter exit once a
+            # class with Python callbacks was registered (not 5.0): the work is done, so leave
+            # without running the interpreter's shutdown.
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
         sys.exit(status)
