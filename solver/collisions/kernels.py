@@ -24,6 +24,28 @@ _JIT = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 #: so the result does not depend on the thread count (no atomics, no shared scratch).
 _JIT_PARALLEL = dict(_JIT, parallel=True)
 
+
+@njit(inline="always", **_JIT)
+def emit_contact(row, i, n0, n1, n2, q0, q1, q2, radius, d0, d1, d2, mu_s, mu_k, c_vertex, c_normal, c_point,
+                 c_radius, c_disp, c_mu_s, c_mu_k):
+    """Write one contact row: vertex, unit normal, surface point, radius, the surface point's
+    displacement over the substep (for friction relative to the moving collider) and the
+    friction coefficients. Returns the next row."""
+    c_vertex[row] = i
+    c_normal[row, 0] = n0
+    c_normal[row, 1] = n1
+    c_normal[row, 2] = n2
+    c_point[row, 0] = q0
+    c_point[row, 1] = q1
+    c_point[row, 2] = q2
+    c_radius[row] = radius
+    c_disp[row, 0] = d0
+    c_disp[row, 1] = d1
+    c_disp[row, 2] = d2
+    c_mu_s[row] = mu_s
+    c_mu_k[row] = mu_k
+    return row + 1
+
 PLANE = 0
 SPHERE = 1
 CAPSULE = 2
@@ -222,20 +244,8 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
         if C > travel + r:
             continue
         b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        c_vertex[count] = i
-        c_normal[count, 0] = n0
-        c_normal[count, 1] = n1
-        c_normal[count, 2] = n2
-        c_point[count, 0] = q0
-        c_point[count, 1] = q1
-        c_point[count, 2] = q2
-        c_radius[count] = r
-        c_disp[count, 0] = q0 - b0
-        c_disp[count, 1] = q1 - b1
-        c_disp[count, 2] = q2 - b2
-        c_mu_s[count] = mu_s[k]
-        c_mu_k[count] = mu_k[k]
-        count += 1
+        count = emit_contact(count, i, n0, n1, n2, q0, q1, q2, r, q0 - b0, q1 - b1, q2 - b2, mu_s[k], mu_k[k],
+                             c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
     return count
 
 
@@ -1259,15 +1269,9 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             n_lost += 1
         if hit[i] == 0:
             continue
-        c_vertex[count] = i
-        for d in range(3):
-            c_normal[count, d] = res[i, d]
-            c_point[count, d] = res[i, 3 + d]
-            c_disp[count, d] = res[i, 6 + d]
-        c_radius[count] = radius
-        c_mu_s[count] = mu_s
-        c_mu_k[count] = mu_k
-        count += 1
+        count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
+                             res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
+                             c_disp, c_mu_s, c_mu_k)
     return count, n_lost
 
 
@@ -1485,18 +1489,6 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
         if C > travel + radius:
             continue
         b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        c_vertex[count] = i
-        c_normal[count, 0] = n0
-        c_normal[count, 1] = n1
-        c_normal[count, 2] = n2
-        c_point[count, 0] = q0
-        c_point[count, 1] = q1
-        c_point[count, 2] = q2
-        c_radius[count] = radius
-        c_disp[count, 0] = q0 - b0
-        c_disp[count, 1] = q1 - b1
-        c_disp[count, 2] = q2 - b2
-        c_mu_s[count] = mu_s
-        c_mu_k[count] = mu_k
-        count += 1
+        count = emit_contact(count, i, n0, n1, n2, q0, q1, q2, radius, q0 - b0, q1 - b1, q2 - b2, mu_s, mu_k,
+                             c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
     return count
