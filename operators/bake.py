@@ -537,6 +537,8 @@ class ClothRun:
     settings: dict
     warnings: list[str]
     contacts: object = None
+    #: models.coupling.LearnedCoupling when the scene's learned-network mode is on
+    coupling: object = None
 
 
 def _disable_previous_results(objects):
@@ -586,9 +588,6 @@ class Simulation:
         solver_settings = solver_settings_from_scene(scene.selvedge, fps)
         #: Blender units to metres (the solver works in SI units).
         self.unit = float(scene.unit_settings.scale_length) or 1.0
-        if scene.selvedge.network_mode != "OFF":
-            raise BakeError(f"learned-network mode {scene.selvedge.network_mode.lower()!r} is not available yet; "
-                            "set Scene > Selvedge > Learned Network to Off")
         self._original_frame = scene.frame_current, scene.frame_subframe
         self._undo = _disable_previous_results(objects)
         self._open = True
@@ -614,6 +613,7 @@ class Simulation:
                                          contact_handler=contacts)
                 except solver.ClothInputError as error:
                     raise BakeError(f"{obj.name}: {error}") from None
+                coupling = self._coupling(cloth, scene.selvedge.network_mode, obj.name)
                 warnings += cloth.warnings
                 if contacts is not None:
                     warnings += contacts.warnings
@@ -623,12 +623,31 @@ class Simulation:
                             "scene": settings_dict(scene.selvedge, SCENE_KEYS), "material": asdict(material),
                             "options": asdict(options), "solver": asdict(solver_settings),
                             "colliders": [c.describe() for c in self.colliders]}
-                self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts))
+                self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts, coupling))
                 on_frame(len(self.runs) - 1, 0, to_object_space(rest, matrix))
             context.window_manager.progress_begin(0, max(self.total, 1))
         except BaseException:
             self.close()
             raise
+
+    #: Scene enum -> models.coupling mode: the network adds a bounded acceleration residual before
+    #: integration (002 architecture B), or corrects a cheap XPBD frame toward the teacher's result.
+    NETWORK_MODES = {"ACCELERATION": "B", "RESIDUAL": "residual"}
+
+    def _coupling(self, cloth, network_mode, name):
+        """Couple the shipped network to ``cloth`` (None when the mode is Off); says which provider runs it."""
+        if network_mode == "OFF":
+            return None
+        from ..models.coupling import attach
+        from ..models.runtime import ModelError
+
+        try:
+            coupling = attach(cloth, mode=self.NETWORK_MODES[network_mode])
+        except ModelError as error:
+            raise BakeError(f"{name}: learned network: {error}") from None
+        for event in coupling.events:
+            self.log(f"Selvedge: {name}: {event}")
+        return coupling
 
     def _contacts(self, obj, material, triangles):
         """The cloth's contact handler: every collider's proxies, plus self-collision when on; None if neither."""
@@ -666,7 +685,14 @@ class Simulation:
                         source.apply(run.contacts)
                 targets, matrix = run.reader.world_positions(depsgraph)
                 try:
-                    diag = run.cloth.step(pin_targets=targets * self.unit)
+                    if run.coupling is None:
+                        diag = run.cloth.step(pin_targets=targets * self.unit)
+                    else:
+                        seen = len(run.coupling.events)
+                        run.coupling.step(pin_targets=targets * self.unit)
+                        diag = run.cloth.last_diagnostics
+                        for event in run.coupling.events[seen:]:
+                            self.log(f"Selvedge: {run.obj.name}, frame {frame}: {event}")
                 except solver.SelvedgeError as error:
                     raise BakeError(f"{run.obj.name}, frame {frame}: {error}") from None
                 strain = max(strain, diag.strain_max)
@@ -720,9 +746,6 @@ def _check_objects(scene) -> list:
             raise BakeError(f"collider {obj.name}: the mesh has no faces, so the cloth has nothing to collide "
                             "with; add faces or use a Sphere, Capsule, Box or Plane proxy")
     frame_range(scene.selvedge, scene.frame_start, scene.frame_end)
-    if scene.selvedge.network_mode != "OFF":
-        raise BakeError(f"learned-network mode {scene.selvedge.network_mode.lower()!r} is not available yet; "
-                        "set Scene > Selvedge > Learned Network to Off")
     return objects
 
 
@@ -820,6 +843,9 @@ class CacheBake:
                 extra = {"solver_version": solver.__version__, "object": run.obj.name, "frame_start": first,
                          "frame_end": last, "num_points": run.reader.n, "pc2": f"{stem}.pc2",
                          "warnings": run.warnings}
+                if run.coupling is not None:
+                    extra["network"] = {"mode": run.coupling.mode, "events": list(run.coupling.events),
+                                        "frames": [r.to_dict() for r in run.coupling.history]}
                 sidecars.append(write_sidecar(self.folder / f"{stem}.json", run.settings, run.cloth.history, extra))
             paths = [w.close() for w in self.writers]
         except BaseException:

@@ -127,8 +127,12 @@ class SelvedgeSceneSettings(PropertyGroup):
     network_mode: EnumProperty(
         name="Learned Network", description="How the learned network assists the solver",
         items=(("OFF", "Off", "Plain XPBD"),
-               ("PROPOSAL", "Proposal", "The network proposes positions that XPBD then corrects"),
-               ("RESIDUAL", "Residual", "The network adds a learned acceleration (residual physics)")),
+               ("ACCELERATION", "Acceleration",
+                "Each frame the network predicts a bounded acceleration residual added before integration; "
+                "XPBD then projects (pins, stretch, contacts stay exact)"),
+               ("RESIDUAL", "Residual",
+                "XPBD runs the frame, the network corrects it toward the expensive teacher budget, "
+                "then a cheap projection runs again")),
         default="OFF")
     use_scene_frame_range: BoolProperty(name="Use Scene Frame Range", description="Bake the scene's frame range",
                                         default=True)

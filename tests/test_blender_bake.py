@@ -11,15 +11,15 @@ the pins (two corners, vertex group) must follow the animated object and the wor
 transforms are exercised. Frames 1-6, 4 substeps: small on purpose.
 """
 import json
-import math
 
 import bpy
 import numpy as np
 import pytest
 
 import selvedge
+import blender_scenes
+from blender_scenes import evaluated_co, fresh_blender, grid_cloth, mesh_co
 from selvedge import solver
-from selvedge.operators import scene_to_solver as s2s
 from selvedge.solver.io_pc2 import read_pc2
 
 FIRST, LAST = 1, 6
@@ -28,13 +28,7 @@ FIRST, LAST = 1, 6
 ATOL = 1e-6
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
 @pytest.fixture
@@ -45,49 +39,7 @@ def cache_dir(tmp_path):
 
 
 def make_cloth(name="Cloth"):
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = FIRST, LAST
-    scene.frame_set(FIRST)
-    scene.selvedge.substeps = 4
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0, calc_uvs=True)
-    obj = bpy.context.object
-    obj.name = name
-    obj.rotation_euler = (0.0, 0.0, math.radians(30))
-    obj.location = (0.5, -0.25, 1.0)
-    obj.keyframe_insert("location", frame=FIRST)
-    obj.location = (0.62, -0.25, 1.05)  # moves 13 cm over 5 frames: the pins must follow
-    obj.keyframe_insert("location", frame=LAST)
-    co = mesh_co(obj.data)
-    corners = [int(np.argmin(co[:, 0] + co[:, 1])), int(np.argmin(-co[:, 0] + co[:, 1]))]  # (-x,-y) and (+x,-y)
-    group = obj.vertex_groups.new(name="pins")
-    group.add(corners, 1.0, "REPLACE")
-    obj.selvedge.role = "CLOTH"
-    obj.selvedge.pin_group = "pins"
-    obj.selvedge.material_preset = "silk"
-    return obj, corners
-
-
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
-
-
-def evaluated_co(obj, frame):
-    """Object-space vertex positions of the evaluated object at ``frame`` (Blender's own result)."""
-    bpy.context.scene.frame_set(frame)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    obj_eval = obj.evaluated_get(depsgraph)
-    mesh = obj_eval.to_mesh()
-    try:
-        return mesh_co(mesh).copy()
-    finally:
-        obj_eval.to_mesh_clear()
-
-
-def world_matrix(obj, frame):
-    bpy.context.scene.frame_set(frame)
-    return np.array(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world, dtype=np.float64)
+    return grid_cloth(FIRST, LAST, name=name)  # moves 13 cm over 5 frames: the pins must follow
 
 
 def reference_run(obj, pinned, weight_maps=None, hooked=None, unit=1.0):
@@ -96,38 +48,7 @@ def reference_run(obj, pinned, weight_maps=None, hooked=None, unit=1.0):
     ``hooked``: ``(vertex, empty)`` for a vertex moved by a Hook modifier bound at the first
     frame; its target is computed from the empty's matrices, E(f) E(first)^-1 x_rest.
     """
-    scene = bpy.context.scene
-    mesh = obj.data
-    mesh.calc_loop_triangles()
-    tris = np.array([tuple(t.vertices) for t in mesh.loop_triangles], dtype=np.int32)
-    uv = mesh.uv_layers.active.data
-    uvs = np.array([[tuple(uv[l].uv) for l in t.loops] for t in mesh.loop_triangles], dtype=np.float64)
-    pins = np.zeros(len(mesh.vertices))
-    pins[pinned] = 1.0
-    local = mesh_co(mesh).astype(np.float64)
-    homogeneous = np.c_[local, np.ones(len(local))]
-    matrices = {f: world_matrix(obj, f) for f in range(FIRST, LAST + 1)}
-    world = {f: (homogeneous @ m.T)[:, :3] for f, m in matrices.items()}
-    if hooked is not None:
-        vertex, empty = hooked
-        hook = {f: world_matrix(empty, f) for f in range(FIRST, LAST + 1)}
-        for f in range(FIRST, LAST + 1):
-            world[f] = world[f].copy()
-            moved = hook[f] @ np.linalg.inv(hook[FIRST]) @ np.r_[world[FIRST][vertex], 1.0]
-            world[f][vertex] = moved[:3]
-    cloth = solver.Cloth(world[FIRST] * unit, tris, material=s2s.material_from_settings(obj.selvedge),
-                         options=s2s.options_from_settings(obj.selvedge),
-                         settings=s2s.solver_settings_from_scene(scene.selvedge,
-                                                                 scene.render.fps / scene.render.fps_base),
-                         pin_weights=pins, uvs=uvs, weight_maps=weight_maps)
-    out = {FIRST: local.astype(np.float32)}
-    world_out = {FIRST: world[FIRST]}
-    for f in range(FIRST + 1, LAST + 1):
-        cloth.step(pin_targets=world[f] * unit)
-        x = np.c_[cloth.positions / unit, np.ones(len(local))] @ np.linalg.inv(matrices[f]).T
-        out[f] = x[:, :3].astype(np.float32)
-        world_out[f] = cloth.positions / unit
-    return out, world_out, world, cloth
+    return blender_scenes.reference_run(obj, pinned, FIRST, LAST, weight_maps=weight_maps, hooked=hooked, unit=unit)
 
 
 def test_pc2_bake_plays_back_through_blenders_mesh_cache_modifier(cache_dir):
@@ -420,11 +341,3 @@ def test_scene_unit_scale_gives_the_solver_metres(cache_dir):
     print("max |Mesh Cache - direct solver in metres| (BU):", error)
     assert error <= ATOL / 0.25
     assert np.abs(metre_scene[LAST] - expected[LAST]).max() > 0.01  # the unit really changes the result
-
-
-def test_learned_network_mode_is_refused_until_it_exists(cache_dir):
-    make_cloth()
-    bpy.context.scene.selvedge.network_mode = "RESIDUAL"
-    with pytest.raises(RuntimeError, match="learned-network mode 'residual' is not available"):
-        bpy.ops.selvedge.bake_cache()
-    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
