@@ -31,11 +31,7 @@ ATOL = 1e-6
 blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    folder = tmp_path / "cache"
-    bpy.context.scene.selvedge.cache_folder = str(folder)
-    return folder
+cache_dir = pytest.fixture(name="cache_dir")(blender_scenes.cache_dir)
 
 
 def make_cloth(name="Cloth"):

@@ -10,7 +10,6 @@ unwritable cache folder, a pin that teleports mid-bake) must fail their shot cle
 partial cache and leave the other shots' caches in place.
 """
 import json
-import math
 import os
 import re
 import shutil
@@ -23,9 +22,8 @@ import numpy as np
 import pytest
 
 import selvedge
-from selvedge import solver
+from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacked_reference_run
 from selvedge.operators import cli_support
-from selvedge.operators import scene_to_solver as s2s
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,87 +35,26 @@ ATOL = 1e-6
 FLAGS = ["--frames", str(FIRST), str(LAST), "--substeps", str(SUBSTEPS), "--mode", "serial", "--threads", "1"]
 
 
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
-
-
-def world_matrix(obj, frame):
-    bpy.context.scene.frame_set(frame)
-    return np.array(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world, dtype=np.float64)
-
-
-def reference_run(obj, pinned):
-    """The solver run by hand on the same inputs; object-space float32 positions per frame."""
-    scene = bpy.context.scene
-    mesh = obj.data
-    mesh.calc_loop_triangles()
-    tris = np.array([tuple(t.vertices) for t in mesh.loop_triangles], dtype=np.int32)
-    uv = mesh.uv_layers.active.data
-    uvs = np.array([[tuple(uv[i].uv) for i in t.loops] for t in mesh.loop_triangles], dtype=np.float64)
-    pins = np.zeros(len(mesh.vertices))
-    pins[pinned] = 1.0
-    local = mesh_co(mesh).astype(np.float64)
-    homogeneous = np.c_[local, np.ones(len(local))]
-    matrices = {f: world_matrix(obj, f) for f in range(FIRST, LAST + 1)}
-    world = {f: (homogeneous @ m.T)[:, :3] for f, m in matrices.items()}
-    cloth = solver.Cloth(world[FIRST], tris, material=s2s.material_from_settings(obj.selvedge),
-                         options=s2s.options_from_settings(obj.selvedge),
-                         settings=s2s.solver_settings_from_scene(scene.selvedge,
-                                                                 scene.render.fps / scene.render.fps_base),
-                         pin_weights=pins, uvs=uvs)
-    out = [local.astype(np.float32)]
-    for f in range(FIRST + 1, LAST + 1):
-        cloth.step(pin_targets=world[f])
-        x = np.c_[cloth.positions, np.ones(len(local))] @ np.linalg.inv(matrices[f]).T
-        out.append(x[:, :3].astype(np.float32))
-    return np.stack(out), world
-
-
 def build_shot(path, preset="silk", angle=30.0, motion=(0.12, 0.0, 0.05), cloth=True, teleport_at=None):
     """Save a one-cloth shot; returns the reference positions (F, N, 3) for FIRST..LAST (or None)."""
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    try:
-        scene = bpy.context.scene
+    with factory_scene() as scene:
         scene.frame_start, scene.frame_end = FIRST, LAST
         scene.frame_set(FIRST)
         if not cloth:
             bpy.ops.mesh.primitive_cube_add()
             bpy.ops.wm.save_as_mainfile(filepath=str(path))
             return None
-        scene.selvedge.substeps = SUBSTEPS
-        bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0, calc_uvs=True)
-        obj = bpy.context.object
-        obj.name = "Cloth"
-        obj.rotation_euler = (0.0, 0.0, math.radians(angle))
         start = np.array([0.5, -0.25, 1.0])
-        obj.location = start
-        obj.keyframe_insert("location", frame=FIRST)
+        end = start + np.array(motion) if teleport_at is None else None
+        obj, corners = grid_cloth(FIRST, LAST, substeps=SUBSTEPS, angle=angle, start=start, end=end, preset=preset)
         if teleport_at is not None:  # still until the frame before, then 1 km away: the solver refuses
             obj.keyframe_insert("location", frame=teleport_at - 1)
             obj.location = (1000.0, 0.0, 0.0)
             obj.keyframe_insert("location", frame=teleport_at)
-        else:
-            obj.location = start + np.array(motion)
-            obj.keyframe_insert("location", frame=LAST)
-        co = mesh_co(obj.data)
-        corners = [int(np.argmin(co[:, 0] + co[:, 1])), int(np.argmin(-co[:, 0] + co[:, 1]))]
-        obj.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
-        obj.selvedge.role = "CLOTH"
-        obj.selvedge.pin_group = "pins"
-        obj.selvedge.material_preset = preset
-        expected = reference_run(obj, corners)[0] if teleport_at is None else None
+        expected = stacked_reference_run(obj, corners, FIRST, LAST)[0] if teleport_at is None else None
         # What the file says differs from the command line: the flags must win.
-        scene.selvedge.substeps = 10
-        scene.frame_end = 20
-        scene.frame_set(FIRST)
-        bpy.ops.wm.save_as_mainfile(filepath=str(path))
+        save_shot(path, FIRST)
         return expected
-    finally:
-        selvedge.unregister()
-        bpy.ops.wm.read_factory_settings(use_empty=True)
 
 
 @pytest.fixture(scope="module")

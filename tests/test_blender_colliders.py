@@ -19,7 +19,8 @@ import bmesh  # noqa: E402  (only importable once bpy is)
 import numpy as np
 import pytest
 
-import selvedge
+import blender_scenes
+from blender_scenes import fresh_blender, mesh_co
 from selvedge import solver
 from selvedge.operators import bake
 from selvedge.operators import scene_to_solver as s2s
@@ -30,20 +31,10 @@ FIRST, LAST = 1, 12
 ATOL = 2e-6
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    folder = tmp_path / "cache"
-    bpy.context.scene.selvedge.cache_folder = str(folder)
-    return folder
+cache_dir = pytest.fixture(name="cache_dir")(blender_scenes.cache_dir)
 
 
 def setup_scene(last=LAST):
@@ -65,12 +56,6 @@ def make_cloth(size=1.0, location=(0.0, 0.0, 0.5), pin_corners=True, name="Cloth
         obj.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
         obj.selvedge.pin_group = "pins"
     return obj
-
-
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
 
 
 def cached_world(obj, frame):

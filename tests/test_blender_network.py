@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 
-import selvedge
+from blender_scenes import fresh_blender
 from selvedge import solver
 from selvedge.models.coupling import attach
 from selvedge.operators import scene_to_solver as s2s
@@ -20,13 +20,7 @@ FIRST, LAST = 1, 7
 PINNED = [0, 7]
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
 def grid_cloth(cache_dir):

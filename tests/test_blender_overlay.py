@@ -12,18 +12,13 @@ import numpy as np
 import pytest
 
 import selvedge
+from blender_scenes import fresh_blender
 from selvedge.operators import overlay
 
 FIRST, LAST = 1, 5
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
 def make_cloth(tmp_path):

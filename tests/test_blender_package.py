@@ -25,7 +25,6 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import math
 import os
 import re
 import subprocess
@@ -39,6 +38,7 @@ if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
     sys.path.insert(0, sys.argv[4])  # the child's Blender-like site folder, before NumPy is imported
 
 import numpy as np  # noqa: E402
+from blender_scenes import evaluated_co, grid_cloth  # noqa: E402  (tests/ is sys.path[0] in the child)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST, LAST = 1, 6  # the frame range of test_blender_bake's reference run
@@ -65,45 +65,7 @@ def blender_ext_path():
 # Scene (used by the child and by the reference run here)
 def make_cloth():
     """The grid of ``test_blender_bake.make_cloth``: 5x5 vertices, rotated, moving, two pinned corners."""
-    import bpy
-
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = FIRST, LAST
-    scene.frame_set(FIRST)
-    scene.selvedge.substeps = 4
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0, calc_uvs=True)
-    obj = bpy.context.object
-    obj.name = "Cloth"
-    obj.rotation_euler = (0.0, 0.0, math.radians(30))
-    obj.location = (0.5, -0.25, 1.0)
-    obj.keyframe_insert("location", frame=FIRST)
-    obj.location = (0.62, -0.25, 1.05)
-    obj.keyframe_insert("location", frame=LAST)
-    co = mesh_co(obj.data)
-    corners = [int(np.argmin(co[:, 0] + co[:, 1])), int(np.argmin(-co[:, 0] + co[:, 1]))]
-    obj.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
-    obj.selvedge.role = "CLOTH"
-    obj.selvedge.pin_group = "pins"
-    obj.selvedge.material_preset = "silk"
-    return obj, corners
-
-
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
-
-
-def evaluated_co(obj, frame):
-    import bpy
-
-    bpy.context.scene.frame_set(frame)
-    obj_eval = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    mesh = obj_eval.to_mesh()
-    try:
-        return mesh_co(mesh).copy()
-    finally:
-        obj_eval.to_mesh_clear()
+    return grid_cloth(FIRST, LAST)
 
 
 # ----------------------------------------------------------------------------------------------

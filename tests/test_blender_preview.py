@@ -11,67 +11,25 @@ The cloth is a 5x5-vertex grid, moved by keyframes, pinned at two corners; frame
 """
 import hashlib
 import json
-import math
 from types import SimpleNamespace
 
 import bpy
 import numpy as np
 import pytest
 
-import selvedge
+from blender_scenes import evaluated_co, fresh_blender, grid_cloth
 from selvedge.solver.io_pc2 import read_pc2
 
 FIRST, LAST = 1, 6
 ATOL = 1e-6
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
 def make_cloth(name="Cloth"):
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = FIRST, LAST
-    scene.frame_set(3)  # not the first frame: the preview must put it back
-    scene.selvedge.substeps = 4
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0, calc_uvs=True)
-    obj = bpy.context.object
-    obj.name = name
-    obj.rotation_euler = (0.0, 0.0, math.radians(30))
-    obj.location = (0.5, -0.25, 1.0)
-    obj.keyframe_insert("location", frame=FIRST)
-    obj.location = (0.62, -0.25, 1.05)
-    obj.keyframe_insert("location", frame=LAST)
-    co = mesh_co(obj.data)
-    corners = [int(np.argmin(co[:, 0] + co[:, 1])), int(np.argmin(-co[:, 0] + co[:, 1]))]
-    obj.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
-    obj.selvedge.role = "CLOTH"
-    obj.selvedge.pin_group = "pins"
-    obj.selvedge.material_preset = "silk"
-    return obj
-
-
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
-
-
-def evaluated_co(obj, frame=None):
-    if frame is not None:
-        bpy.context.scene.frame_set(frame)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    obj_eval = obj.evaluated_get(depsgraph)
-    mesh = obj_eval.to_mesh()
-    try:
-        return mesh_co(mesh).copy()
-    finally:
-        obj_eval.to_mesh_clear()
+    # current=3: not the first frame: the preview must put it back
+    return grid_cloth(FIRST, LAST, name=name, current=3)[0]
 
 
 def reference_bake(obj, tmp_path):

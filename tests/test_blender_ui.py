@@ -10,16 +10,10 @@ import bpy
 import numpy as np
 import pytest
 
-import selvedge
+from blender_scenes import fresh_blender
 
 
-@pytest.fixture(autouse=True)
-def blender():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    yield
-    selvedge.unregister()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
 
 class Layout:

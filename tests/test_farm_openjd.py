@@ -29,9 +29,7 @@ import numpy as np
 import pytest
 import yaml
 
-import selvedge
-from selvedge import solver
-from selvedge.operators import scene_to_solver as s2s
+from blender_scenes import evaluated_co, factory_scene, grid_cloth, save_shot, stacked_reference_run
 from selvedge.solver.io_pc2 import read_pc2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,83 +68,16 @@ except BaseException:
 '''
 
 
-def mesh_co(mesh):
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-    mesh.vertices.foreach_get("co", co)
-    return co.reshape(-1, 3)
-
-
-def world_matrix(obj, frame):
-    bpy.context.scene.frame_set(frame)
-    return np.array(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world, dtype=np.float64)
-
-
-def evaluated_co(obj, frame):
-    bpy.context.scene.frame_set(frame)
-    obj_eval = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    mesh = obj_eval.to_mesh()
-    try:
-        return mesh_co(mesh).copy()
-    finally:
-        obj_eval.to_mesh_clear()
-
-
-def reference_run(obj, pinned):
-    """The solver run by hand on the same inputs (as tests/test_blender_bake.py): object-space
-    float32 positions per frame, FIRST..LAST."""
-    scene = bpy.context.scene
-    mesh = obj.data
-    mesh.calc_loop_triangles()
-    tris = np.array([tuple(t.vertices) for t in mesh.loop_triangles], dtype=np.int32)
-    uv = mesh.uv_layers.active.data
-    uvs = np.array([[tuple(uv[i].uv) for i in t.loops] for t in mesh.loop_triangles], dtype=np.float64)
-    pins = np.zeros(len(mesh.vertices))
-    pins[pinned] = 1.0
-    local = mesh_co(mesh).astype(np.float64)
-    homogeneous = np.c_[local, np.ones(len(local))]
-    matrices = {f: world_matrix(obj, f) for f in range(FIRST, LAST + 1)}
-    world = {f: (homogeneous @ m.T)[:, :3] for f, m in matrices.items()}
-    cloth = solver.Cloth(world[FIRST], tris, material=s2s.material_from_settings(obj.selvedge),
-                         options=s2s.options_from_settings(obj.selvedge),
-                         settings=s2s.solver_settings_from_scene(scene.selvedge,
-                                                                 scene.render.fps / scene.render.fps_base),
-                         pin_weights=pins, uvs=uvs)
-    out = [local.astype(np.float32)]
-    for f in range(FIRST + 1, LAST + 1):
-        cloth.step(pin_targets=world[f])
-        x = np.c_[cloth.positions, np.ones(len(local))] @ np.linalg.inv(matrices[f]).T
-        out.append(x[:, :3].astype(np.float32))
-    return np.stack(out)
-
-
 def build_shot(path, preset, angle, motion):
     """Save a one-cloth shot with a camera and a tiny Cycles setup; returns the reference positions.
 
     The file says 10 substeps and frames 1-20: the job's parameters (4 substeps, frames 1-4) must win.
     """
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    selvedge.register()
-    try:
-        scene = bpy.context.scene
-        scene.frame_start, scene.frame_end = FIRST, LAST
-        scene.frame_set(FIRST)
-        scene.selvedge.substeps = SUBSTEPS
-        bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0, calc_uvs=True)
-        obj = bpy.context.object
-        obj.name = "Cloth"
-        obj.rotation_euler = (0.0, 0.0, math.radians(angle))
+    with factory_scene() as scene:
         start = np.array([0.0, 0.0, 1.0])
-        obj.location = start
-        obj.keyframe_insert("location", frame=FIRST)
-        obj.location = start + np.array(motion)
-        obj.keyframe_insert("location", frame=LAST)
-        co = mesh_co(obj.data)
-        corners = [int(np.argmin(co[:, 0] + co[:, 1])), int(np.argmin(-co[:, 0] + co[:, 1]))]
-        obj.vertex_groups.new(name="pins").add(corners, 1.0, "REPLACE")
-        obj.selvedge.role = "CLOTH"
-        obj.selvedge.pin_group = "pins"
-        obj.selvedge.material_preset = preset
-        expected = reference_run(obj, corners)
+        obj, corners = grid_cloth(FIRST, LAST, substeps=SUBSTEPS, angle=angle, start=start,
+                                  end=start + np.array(motion), preset=preset)
+        expected = stacked_reference_run(obj, corners, FIRST, LAST)[0]
 
         camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
         scene.collection.objects.link(camera)
@@ -163,14 +94,8 @@ def build_shot(path, preset, angle, motion):
         render.resolution_percentage = 100
         render.image_settings.file_format = "PNG"
 
-        scene.selvedge.substeps = 10
-        scene.frame_end = 20
-        scene.frame_set(FIRST)
-        bpy.ops.wm.save_as_mainfile(filepath=str(path))
+        save_shot(path, FIRST)
         return expected
-    finally:
-        selvedge.unregister()
-        bpy.ops.wm.read_factory_settings(use_empty=True)
 
 
 @pytest.fixture(scope="module")
