@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 JOB_TYPE_FILE = ROOT / "farm" / "flamenco" / "selvedge_bake_render.js"
 NODE = shutil.which("node")
 
-pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+
+def test_node_is_available_to_check_the_job_type():
+    """Every check below runs the job type under Node.js (Flamenco's own job compiler is JavaScript)."""
+    assert NODE is not None, "Node.js (node) is needed to check farm/flamenco/selvedge_bake_render.js"
 
 #: Fields of Flamenco's AvailableJobSetting (Manager OpenAPI model) and their enum values.
 SETTING_FIELDS = {"key", "type", "subtype", "choices", "propargs", "description", "default", "eval", "evalInfo",

@@ -369,7 +369,7 @@ class Colliders(ContactHandler):
         m.base_shift = m.cum_motion - m.mark
         m.side = np.ones(n)
         ck.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
-                                     m.v0, m.v1, m.mesh.one_sided, m.side)
+                                     m.v0, m.v1, m.center, m.rad, m.mesh.one_sided, m.side)
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""

@@ -503,46 +503,6 @@ def swept_triangle_boxes(v0, v1, tris, pad, lo, hi):
             hi[t, d] = max(a, b) + pad
 
 
-@njit(inline="always", **_JIT)
-def _mesh_closest(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shift):
-    """Closest candidate triangle of vertex i with the collider at t_frac (verts = start, v1 = end).
-
-    Each vertex's candidates are sorted by ``d0``, their distance when the list was built;
-    ``shift`` bounds how much any distance can have shrunk since (vertex travel + collider
-    motion). Once ``d0 - shift`` exceeds the best distance found, no later candidate can be
-    closer and the scan stops: usually after one or two triangles (temporal coherence).
-    """
-    best = 1e300
-    best_d = 1e300
-    best_t = -1
-    bu = bv = bw = 0.0
-    for s in range(offsets[i], offsets[i + 1]):
-        if d0[s] - shift > best_d:
-            break
-        t = cand[s]
-        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        a0 = verts[ia, 0] + t_frac * (v1[ia, 0] - verts[ia, 0])
-        a1 = verts[ia, 1] + t_frac * (v1[ia, 1] - verts[ia, 1])
-        a2 = verts[ia, 2] + t_frac * (v1[ia, 2] - verts[ia, 2])
-        b0 = verts[ib, 0] + t_frac * (v1[ib, 0] - verts[ib, 0])
-        b1 = verts[ib, 1] + t_frac * (v1[ib, 1] - verts[ib, 1])
-        b2 = verts[ib, 2] + t_frac * (v1[ib, 2] - verts[ib, 2])
-        c0 = verts[ic, 0] + t_frac * (v1[ic, 0] - verts[ic, 0])
-        c1 = verts[ic, 1] + t_frac * (v1[ic, 1] - verts[ic, 1])
-        c2 = verts[ic, 2] + t_frac * (v1[ic, 2] - verts[ic, 2])
-        u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-        q0 = u * a0 + v * b0 + w * c0
-        q1 = u * a1 + v * b1 + w * c1
-        q2 = u * a2 + v * b2 + w * c2
-        d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
-        if d2 < best:
-            best = d2
-            best_d = math.sqrt(d2)
-            best_t = t
-            bu, bv, bw = u, v, w
-    return best_t, bu, bv, bw, best
-
-
 @njit(**_JIT)
 def mesh_merge_candidates(keep, old_off, old_cand, old_d0, new_off, new_cand, new_d0):
     """Per vertex: the old candidate list where ``keep`` (still valid), else the new one."""
@@ -1113,9 +1073,13 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
                          motion):
     """Closest candidate triangle of vertex i within ``limit`` (collider at t_frac), or t = -1.
 
-    Like :func:`_mesh_closest`; a candidate is skipped without the closest-point computation
-    when its bounding sphere (centroid and radius at the frame start, grown by the collider's
-    motion up to t_frac) is farther than both the best distance so far and ``limit``.
+    Each vertex's candidates are sorted by ``d0``, their distance when the list was built;
+    ``shift`` bounds how much any distance can have shrunk since (vertex travel + collider
+    motion). Once ``d0 - shift`` exceeds the best distance found, no later candidate can be
+    closer and the scan stops: usually after one or two triangles (temporal coherence). A
+    candidate is also skipped without the closest-point computation when its bounding sphere
+    (centroid and radius at the frame start, grown by the collider's motion up to t_frac) is
+    farther than both the best distance so far and ``limit`` (pass ``math.inf`` for none).
     """
     best = 1e300
     best_d = 1e300
@@ -1154,7 +1118,8 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, one_sided, side):
+def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, center, rad, one_sided,
+                              side):
     """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
     for i in prange(x.shape[0]):
         side[i] = 1.0
@@ -1162,7 +1127,8 @@ def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tr
             continue
         shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
                                        seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
-        t, u, v, w, d2 = _mesh_closest(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1, shift)
+        t, u, v, w, d2 = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1,
+                                              shift, math.inf, center, rad, 0.0)
         if t < 0:
             continue
         a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
