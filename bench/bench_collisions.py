@@ -24,30 +24,10 @@ from selvedge_import import import_selvedge  # noqa: E402
 import_selvedge()
 from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
 from selvedge.solver.collisions import Colliders, SelfCollision, TriangleMesh  # noqa: E402
+from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
 NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity", "learned"}
-
-
-def uv_ellipsoid(radii, segments, rings, center):
-    """Closed UV ellipsoid: 2 * segments * (rings - 1) triangles, outward winding."""
-    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
-    phi = 2 * np.pi * np.arange(segments) / segments
-    tt, pp = np.meshgrid(theta, phi, indexing="ij")
-    body = np.stack([np.sin(tt) * np.cos(pp), np.sin(tt) * np.sin(pp), np.cos(tt)], axis=-1).reshape(-1, 3)
-    v = np.concatenate([body, [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]]) * radii + center
-    north, south = len(v) - 2, len(v) - 1
-    tris = []
-    for r in range(rings - 2):
-        for s in range(segments):
-            a, b = r * segments + s, r * segments + (s + 1) % segments
-            c, d = a + segments, b + segments
-            tris += [(a, c, d), (a, d, b)]
-    last = (rings - 2) * segments
-    for s in range(segments):
-        tris.append((north, s, (s + 1) % segments))
-        tris.append((south, last + (s + 1) % segments, last + s))
-    return v, np.array(tris, dtype=np.int64)
 
 
 def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_collision):
@@ -69,7 +49,7 @@ def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_coll
 
 
 def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6):
-    body_v, body_t = uv_ellipsoid(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
     contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004,
                          self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)

@@ -206,3 +206,25 @@ def grid_mesh(nx: int, ny: int, size_x: float = 1.0, size_y: float = 1.0, origin
     t1 = np.where(flip[:, None], np.stack([c00, c10, c01], 1), np.stack([c00, c10, c11], 1))
     t2 = np.where(flip[:, None], np.stack([c10, c11, c01], 1), np.stack([c00, c11, c01], 1))
     return pos, np.concatenate([t1, t2]).astype(np.int32), uv
+
+
+def uv_ellipsoid_mesh(radii, segments: int = 48, rings: int = 24, center=(0.0, 0.0, 0.0)):
+    """A closed UV sphere or ellipsoid (for tests, benchmarks and demos), outward winding.
+
+    Returns ``(positions (N,3), triangles (T,3) int64)`` with T = 2 segments (rings - 1).
+    """
+    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
+    phi = 2 * np.pi * np.arange(segments) / segments
+    tt, pp = np.meshgrid(theta, phi, indexing="ij")
+    body = np.stack([np.sin(tt) * np.cos(pp), np.sin(tt) * np.sin(pp), np.cos(tt)], axis=-1).reshape(-1, 3)
+    v = np.concatenate([body, [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]]) * radii + np.asarray(center, dtype=np.float64)
+    north, south = len(v) - 2, len(v) - 1
+    ring = np.arange(rings - 2)[:, None] * segments
+    a = (ring + np.arange(segments)[None, :]).ravel()
+    b = (ring + (np.arange(segments)[None, :] + 1) % segments).ravel()
+    quads = np.stack([np.stack([a, a + segments, b + segments], 1), np.stack([a, b + segments, b], 1)], 1)
+    s_idx = np.arange(segments)
+    last = (rings - 2) * segments
+    caps = np.stack([np.stack([np.full(segments, north), s_idx, (s_idx + 1) % segments], 1),
+                     np.stack([np.full(segments, south), last + (s_idx + 1) % segments, last + s_idx], 1)], 1)
+    return v, np.concatenate([quads.reshape(-1, 3), caps.reshape(-1, 3)]).astype(np.int64)

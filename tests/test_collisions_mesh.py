@@ -11,6 +11,7 @@ import pytest
 
 from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Capsule, Colliders, TriangleMesh, quaternion_axis_angle
+from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 THICKNESS = 0.006
 
@@ -189,26 +190,6 @@ def test_slerp_is_constant_speed_and_matches_axis_angle():
         assert c.analytic_signed_distance(probe, t)[0, 0] == pytest.approx(0.01, abs=1e-9)
 
 
-def _uv_sphere(radius, segments, rings, center):
-    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
-    phi = 2 * np.pi * np.arange(segments) / segments
-    tt, pp = np.meshgrid(theta, phi, indexing="ij")
-    body = np.stack([np.sin(tt) * np.cos(pp), np.sin(tt) * np.sin(pp), np.cos(tt)], axis=-1).reshape(-1, 3)
-    v = np.concatenate([body, [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]]) * radius + center
-    north, south = len(v) - 2, len(v) - 1
-    tris = []
-    for r in range(rings - 2):
-        for s in range(segments):
-            a, b = r * segments + s, r * segments + (s + 1) % segments
-            c, d = a + segments, b + segments
-            tris += [(a, c, d), (a, d, b)]
-    last = (rings - 2) * segments
-    for s in range(segments):
-        tris.append((north, s, (s + 1) % segments))
-        tris.append((south, last + (s + 1) % segments, last + s))
-    return v, np.array(tris, dtype=np.int64)
-
-
 def _closest_distance(p, a, b, c):
     """Exact distance of point p to every triangle (a, b, c rows), brute force."""
     ab, ac = b - a, c - a
@@ -231,7 +212,7 @@ def test_mesh_narrow_phase_finds_the_true_closest_triangle_of_every_vertex_near_
     (brute force over all triangles, body at the substep end) has a contact row whose surface
     point is at exactly that distance (1e-9 m), deflected vertices included (re-queried)."""
     thickness = 0.004
-    body_v, body_t = _uv_sphere(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
+    body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
     pos, faces, _ = grid_mesh(16, 16, 0.8, 0.8, origin=(-0.4, -0.4, 0.25 + 0.3))
     checked = []
     requeried = []
@@ -272,7 +253,7 @@ def test_mesh_contacts_do_not_depend_on_the_thread_count():
 
     # The project's machines (developers' and CI's) have 2 cores; a 1-core machine cannot show this.
     assert numba.config.NUMBA_NUM_THREADS >= 2, "this check needs two Numba threads (NUMBA_NUM_THREADS >= 2)"
-    body_v, body_t = _uv_sphere(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
+    body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
     results = []
     before = numba.get_num_threads()
     try:

@@ -10,27 +10,7 @@ import pytest
 
 from selvedge.solver import Cloth, ClothInputError, ClothOptions, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Colliders, SDFGrid
-
-
-def uv_sphere(radius, segments=48, rings=24):
-    """Closed UV sphere, outward winding."""
-    theta = np.linspace(0.0, np.pi, rings + 1)[1:-1]
-    phi = 2 * np.pi * np.arange(segments) / segments
-    tt, pp = np.meshgrid(theta, phi, indexing="ij")
-    body = np.stack([np.sin(tt) * np.cos(pp), np.sin(tt) * np.sin(pp), np.cos(tt)], axis=-1).reshape(-1, 3)
-    v = np.concatenate([body, [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]]) * radius
-    north, south = len(v) - 2, len(v) - 1
-    tris = []
-    for r in range(rings - 2):
-        for s in range(segments):
-            a, b = r * segments + s, r * segments + (s + 1) % segments
-            c, d = a + segments, b + segments
-            tris += [(a, c, d), (a, d, b)]
-    last = (rings - 2) * segments
-    for s in range(segments):
-        tris.append((north, s, (s + 1) % segments))
-        tris.append((south, last + (s + 1) % segments, last + s))
-    return v, np.array(tris, dtype=np.int64)
+from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 
 def box_mesh(hx, hy, hz):
@@ -69,7 +49,7 @@ def exact_distance(points, v, t):
 
 @pytest.fixture(scope="module")
 def sphere_sdf():
-    v, t = uv_sphere(0.3)
+    v, t = uv_ellipsoid_mesh(0.3)
     return v, t, SDFGrid(v, t, spacing=0.01, name="ball")
 
 

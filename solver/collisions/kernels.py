@@ -343,6 +343,18 @@ def _finite_box(lo, hi, b):
     return True
 
 
+@njit(inline="always", **_JIT)
+def _box_cells(lo, hi, b, inv_cell, max_cells_per_box):
+    """Inclusive grid-cell range (i0, i1, j0, j1, k0, k1) of box b, clamped to max_cells_per_box per axis."""
+    i0 = int(math.floor(lo[b, 0] * inv_cell))
+    j0 = int(math.floor(lo[b, 1] * inv_cell))
+    k0 = int(math.floor(lo[b, 2] * inv_cell))
+    i1 = max(i0, min(int(math.floor(hi[b, 0] * inv_cell)), i0 + max_cells_per_box))
+    j1 = max(j0, min(int(math.floor(hi[b, 1] * inv_cell)), j0 + max_cells_per_box))
+    k1 = max(k0, min(int(math.floor(hi[b, 2] * inv_cell)), k0 + max_cells_per_box))
+    return i0, i1, j0, j1, k0, k1
+
+
 @njit(**_JIT)
 def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
     """Counting-sort hash grid of boxes [lo, hi]: (bucket_start (table_size+1,), items).
@@ -357,12 +369,7 @@ def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
     for b in range(nbox):
         if not _finite_box(lo, hi, b):
             continue
-        i0 = int(math.floor(lo[b, 0] * inv))
-        j0 = int(math.floor(lo[b, 1] * inv))
-        k0 = int(math.floor(lo[b, 2] * inv))
-        i1 = max(i0, min(int(math.floor(hi[b, 0] * inv)), i0 + max_cells_per_box))
-        j1 = max(j0, min(int(math.floor(hi[b, 1] * inv)), j0 + max_cells_per_box))
-        k1 = max(k0, min(int(math.floor(hi[b, 2] * inv)), k0 + max_cells_per_box))
+        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
         for i in range(i0, i1 + 1):
             for j in range(j0, j1 + 1):
                 for k in range(k0, k1 + 1):
@@ -374,12 +381,7 @@ def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
     for b in range(nbox):
         if not _finite_box(lo, hi, b):
             continue
-        i0 = int(math.floor(lo[b, 0] * inv))
-        j0 = int(math.floor(lo[b, 1] * inv))
-        k0 = int(math.floor(lo[b, 2] * inv))
-        i1 = max(i0, min(int(math.floor(hi[b, 0] * inv)), i0 + max_cells_per_box))
-        j1 = max(j0, min(int(math.floor(hi[b, 1] * inv)), j0 + max_cells_per_box))
-        k1 = max(k0, min(int(math.floor(hi[b, 2] * inv)), k0 + max_cells_per_box))
+        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
         for i in range(i0, i1 + 1):
             for j in range(j0, j1 + 1):
                 for k in range(k0, k1 + 1):
