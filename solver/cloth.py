@@ -16,7 +16,8 @@ import numpy as np
 from . import kernels as kn
 from .coloring import color_constraints
 from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
-                          build_tethers, hops_to_pins, sweep_order_from_pins, vertex_uv)
+                          build_tethers, hops_to_pins, interleave_independent, sweep_order_from_pins,
+                          vertex_uv)
 from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
@@ -129,6 +130,7 @@ class Cloth:
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
+        sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
         self._sets_colored: list[ConstraintSet] | None = None
 
