@@ -160,7 +160,7 @@ def test_open_mesh_keeps_each_vertex_on_its_frame_start_side():
 
 def test_closest_point_on_triangle_matches_dense_sampling():
     """The point-triangle query (all seven Voronoi regions) against a dense barycentric sampling."""
-    from selvedge.solver.collisions import kernels as ck
+    from selvedge.solver.collisions import geometry
     rng = np.random.default_rng(7)
     k = 120
     a, b = np.meshgrid(np.linspace(0, 1, k), np.linspace(0, 1, k))
@@ -169,7 +169,7 @@ def test_closest_point_on_triangle_matches_dense_sampling():
     for _ in range(40):
         tri = rng.normal(size=(3, 3))
         p = rng.normal(size=3) * 2.0
-        u, v, w = ck.closest_on_triangle(*p, *tri[0], *tri[1], *tri[2])
+        u, v, w = geometry.closest_on_triangle(*p, *tri[0], *tri[1], *tri[2])
         assert min(u, v, w) >= -1e-12 and abs(u + v + w - 1.0) < 1e-12
         exact = np.linalg.norm(p - (u * tri[0] + v * tri[1] + w * tri[2]))
         sampled = np.linalg.norm(p - bary @ tri, axis=1).min()

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
-from . import kernels as ck
+from . import analytic, contacts, hash_grid, mesh_kernels, sdf, self_contact
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 
 
@@ -279,7 +279,7 @@ class Colliders(ContactHandler):
             self._cand_proxy = np.zeros(n * k, dtype=np.int64)
         self._n_cand = 0
         if k:
-            self._n_cand = ck.analytic_broad_phase(x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind,
+            self._n_cand = analytic.analytic_broad_phase(x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind,
                                                    self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin,
                                                    self.bound, self._cand_vertex, self._cand_proxy)
         mesh_cand = 0
@@ -290,7 +290,7 @@ class Colliders(ContactHandler):
                 self._pad = np.empty(n)
                 self._active = np.empty(n, dtype=np.bool_)
                 self._v_prev = v.copy()
-            ck.vertex_travel_segments(x, v, self._v_prev, inv_mass, frame_dt, self.max_acceleration_m_s2,
+            mesh_kernels.vertex_travel_segments(x, v, self._v_prev, inv_mass, frame_dt, self.max_acceleration_m_s2,
                                       self.broad_phase_margin_m, self.DEFLECTION_ALLOWANCE, self._seg_end, self._pad,
                                       self._active)
             self._v_prev[:] = v
@@ -335,7 +335,7 @@ class Colliders(ContactHandler):
         if m.center.shape[0] != m.mesh.triangles.shape[0]:
             m.center = np.empty((m.mesh.triangles.shape[0], 3))
             m.rad = np.empty(m.mesh.triangles.shape[0])
-        ck.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
+        mesh_kernels.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
         need = pad + m.motion
         first = m.seg_a.shape != x.shape
         if first:
@@ -343,7 +343,7 @@ class Colliders(ContactHandler):
         else:
             moved_since = m.cum_motion + m.motion - m.mark
             keep = np.empty(n, dtype=np.bool_)
-            ck.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since, keep)
+            mesh_kernels.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since, keep)
         rebuild = active & ~keep
         m.rebuilt = int(np.count_nonzero(rebuild))
         if m.rebuilt:
@@ -355,7 +355,7 @@ class Colliders(ContactHandler):
                 m.r_built = need + radius
                 m.offsets, m.cand, m.d0 = offsets, cand, d0
             else:
-                m.offsets, m.cand, m.d0 = ck.mesh_merge_candidates(keep | ~active, m.offsets, m.cand, m.d0, offsets,
+                m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(keep | ~active, m.offsets, m.cand, m.d0, offsets,
                                                                    cand, d0)
                 m.seg_a[rebuild] = x[rebuild]
                 m.seg_b[rebuild] = seg_end[rebuild]
@@ -368,7 +368,7 @@ class Colliders(ContactHandler):
             m.offsets = np.zeros(n + 1, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
         m.side = np.ones(n)
-        ck.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
+        mesh_kernels.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
                                      m.v0, m.v1, m.center, m.rad, m.mesh.one_sided, m.side)
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
@@ -377,14 +377,14 @@ class Colliders(ContactHandler):
         if m.grid is None:
             tlo = np.empty((tris.shape[0], 3))
             thi = np.empty((tris.shape[0], 3))
-            ck.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
+            mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
             reach = float(np.mean(pad[which])) if which.any() else 0.0
             cell = max(float((thi - tlo).max(axis=1).mean()), 2.0 * reach, 1e-6)
             table = _next_pow2(2 * tris.shape[0])
-            bucket, items = ck.hash_boxes(tlo, thi, cell, table, 32)
+            bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
             m.grid = (tlo, thi, cell, table, bucket, items)
         tlo, thi, cell, table, bucket, items = m.grid
-        return ck.mesh_query_candidates(seg_a, seg_b, pad, radius, which, tlo, thi, cell, table, bucket, items, 32,
+        return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, tlo, thi, cell, table, bucket, items, 32,
                                         tris, m.v0, m.center, m.rad)
 
     def _requery(self, m, x_start, x_pred, t_end, h):
@@ -397,7 +397,7 @@ class Colliders(ContactHandler):
         pad = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
         radius = self.cloth_thickness + m.mesh.thickness
         offsets, cand, d0 = self._query(m, x_pred, x_pred, pad, radius, lost)
-        m.offsets, m.cand, m.d0 = ck.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
+        m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
         m.seg_a[lost] = x_pred[lost]
         m.seg_b[lost] = x_pred[lost]
         m.mark[lost] = m.cum_motion
@@ -420,14 +420,14 @@ class Colliders(ContactHandler):
         inv_mass = self._inv_mass_for(x_predicted)
         count = 0
         if self._n_cand:
-            count = ck.analytic_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
+            count = analytic.analytic_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
                                              self._cand_proxy, self._n_cand, t_start, t_end, self.kind, self.dims,
                                              self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
                                              self.mu_k, self.cloth_thickness, self.c_vertex, self.c_normal,
                                              self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
             for k in self.sdf_index:
                 g = self.analytic[k]
-                count = ck.sdf_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
+                count = sdf.sdf_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
                                             self._cand_proxy, self._n_cand, k, t_start, t_end, self.pos0, self.rot0,
                                             self.pos1, self.rot1, g.phi, g.origin, g.spacing,
                                             self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k],
@@ -436,14 +436,14 @@ class Colliders(ContactHandler):
         if self.meshes:
             if self._path.shape[0] != x_predicted.shape[0]:
                 raise ClothInputError("Colliders.begin_substep called before begin_frame")
-            ck.accumulate_path(x_substep_start, self._path_prev, self._path)
+            mesh_kernels.accumulate_path(x_substep_start, self._path_prev, self._path)
         for m in self.meshes:
             if m.lost.shape[0] != x_predicted.shape[0]:
                 m.lost = np.zeros(x_predicted.shape[0], dtype=np.bool_)
                 m.hit = np.zeros(x_predicted.shape[0], dtype=np.int8)
                 m.res = np.zeros((x_predicted.shape[0], 9))
             for attempt in range(2):
-                new_count, n_lost = ck.mesh_narrow_phase_segments(
+                new_count, n_lost = mesh_kernels.mesh_narrow_phase_segments(
                     x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.offsets,
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
@@ -460,12 +460,12 @@ class Colliders(ContactHandler):
         if self._self_tris is not None:
             sc = self.self_collision
             if sc.particles:
-                self._self_pi, self._self_pj = ck.self_particle_pairs(
+                self._self_pi, self._self_pj = self_contact.self_particle_pairs(
                     x_substep_start, x_predicted, inv_mass, self.self_thickness, self._excl_offsets, self._excl,
                     self._self_table)
                 self._self_lam_p = np.zeros(self._self_pi.shape[0])
             if sc.triangles:
-                self._self_cv, self._self_ct, self._self_cs = ck.self_triangle_contacts(
+                self._self_cv, self._self_ct, self._self_cs = self_contact.self_triangle_contacts(
                     x_substep_start, x_predicted, inv_mass, self._self_tris, self.self_thickness, self._self_cell,
                     self._self_table, self._excl_offsets, self._excl)
                 self._self_lam_t = np.zeros(self._self_cv.shape[0])
@@ -489,13 +489,13 @@ class Colliders(ContactHandler):
         for _ in range(rounds):
             if self._self_tris is not None:
                 if self._self_pi.shape[0]:
-                    ck.solve_self_particles(x, inv_mass, self._self_pi, self._self_pj, self.self_thickness,
+                    self_contact.solve_self_particles(x, inv_mass, self._self_pi, self._self_pj, self.self_thickness,
                                             self._self_lam_p)
                 if self._self_cv.shape[0]:
-                    ck.solve_self_triangles(x, inv_mass, self._self_cv, self._self_ct, self._self_cs,
+                    self_contact.solve_self_triangles(x, inv_mass, self._self_cv, self._self_ct, self._self_cs,
                                             self._self_tris, self.self_thickness, self._self_lam_t)
             if self._n_contacts:
-                ck.solve_contacts(x, x_substep_start, inv_mass, self.c_vertex, self.c_normal, self.c_point,
+                contacts.solve_contacts(x, x_substep_start, inv_mass, self.c_vertex, self.c_normal, self.c_point,
                                   self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, self._n_contacts, self.c_lam,
                                   self.c_friction)
 
@@ -510,7 +510,7 @@ class Colliders(ContactHandler):
         """(P, K) signed distance of points to the analytic proxies' shapes (skin not included) at frame fraction t."""
         pts = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
         out = np.empty((pts.shape[0], self.kind.shape[0]))
-        ck.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1,
+        analytic.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1,
                                     out)
         for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
             p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))

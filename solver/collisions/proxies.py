@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..errors import ClothInputError
-from . import kernels as ck
+from . import analytic, sdf
 
 IDENTITY = (1.0, 0.0, 0.0, 0.0)
 
@@ -105,7 +105,7 @@ class AnalyticCollider(Collider):
 class Plane(AnalyticCollider):
     """Infinite plane (ground): local z = 0, solid below, normal +z."""
 
-    kind = ck.PLANE
+    kind = analytic.PLANE
 
     def __init__(self, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
                  friction_static=0.6, friction_kinetic=0.4):
@@ -124,7 +124,7 @@ class Plane(AnalyticCollider):
 
 
 class Sphere(AnalyticCollider):
-    kind = ck.SPHERE
+    kind = analytic.SPHERE
 
     def __init__(self, radius, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
                  friction_static=0.6, friction_kinetic=0.4):
@@ -139,7 +139,7 @@ class Sphere(AnalyticCollider):
 class Capsule(AnalyticCollider):
     """Capsule of ``radius`` around the local z axis segment [-half_length, half_length]."""
 
-    kind = ck.CAPSULE
+    kind = analytic.CAPSULE
 
     def __init__(self, radius, half_length, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
                  thickness=0.0, friction_static=0.6, friction_kinetic=0.4):
@@ -155,7 +155,7 @@ class Capsule(AnalyticCollider):
 class Box(AnalyticCollider):
     """Box with ``half_extents`` (3,) along the local axes, centred on the local origin."""
 
-    kind = ck.BOX
+    kind = analytic.BOX
 
     def __init__(self, half_extents, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
                  friction_static=0.6, friction_kinetic=0.4):
@@ -234,7 +234,7 @@ class SDFGrid(AnalyticCollider):
     ``spacing`` below the cloth thickness for crisp contact heights on boxy bodies.
     """
 
-    kind = ck.SDF
+    kind = analytic.SDF
 
     def __init__(self, vertices, triangles, spacing, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
                  band=None, margin=None, thickness=0.0, friction_static=0.6, friction_kinetic=0.4,
@@ -264,7 +264,7 @@ class SDFGrid(AnalyticCollider):
         self.spacing = h
         self.band = band
         self.origin = lo
-        self.phi = ck.sdf_build(v, t, lo, h, shape, band)
+        self.phi = sdf.sdf_build(v, t, lo, h, shape, band)
         if not (self.phi < 0).any():
             raise ClothInputError(f"SDF grid {name!r}: no grid node lies inside the mesh (spacing {h} too large "
                                   "for the body, or the mesh is inside out)")
@@ -283,7 +283,7 @@ class SDFGrid(AnalyticCollider):
         pts = np.ascontiguousarray(np.asarray(points_local, dtype=np.float64).reshape(-1, 3))
         out = np.empty(pts.shape[0])
         normals = np.empty((pts.shape[0], 3))
-        ck.sdf_signed_distance(pts, self.phi, self.origin, self.spacing, out, normals)
+        sdf.sdf_signed_distance(pts, self.phi, self.origin, self.spacing, out, normals)
         return out, normals
 
 

@@ -1,0 +1,230 @@
+"""Analytic proxies (plane, sphere, capsule, box): rigid transforms, closest points, broad and narrow phase.
+
+Proxies are rows of ``kind`` / ``dims`` / transform arrays; quaternions are (w, x, y, z) and rotate
+local to world; the transform is interpolated inside the frame (lerp position, slerp rotation).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._jit import _JIT
+from .contacts import emit_contact
+
+
+PLANE = 0
+SPHERE = 1
+CAPSULE = 2
+BOX = 3
+SDF = 4  # signed distance grid (SDFGrid): own kernels, see sdf_narrow_phase
+
+# ----------------------------------------------------------------------------------------------
+# Rigid transforms: lerp position, slerp rotation.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def quat_rotate(qw, qx, qy, qz, vx, vy, vz):
+    """Rotate v by the unit quaternion q (v' = q v q*)."""
+    tx = 2.0 * (qy * vz - qz * vy)
+    ty = 2.0 * (qz * vx - qx * vz)
+    tz = 2.0 * (qx * vy - qy * vx)
+    return (vx + qw * tx + (qy * tz - qz * ty),
+            vy + qw * ty + (qz * tx - qx * tz),
+            vz + qw * tz + (qx * ty - qy * tx))
+
+
+@njit(inline="always", **_JIT)
+def slerp(a, b, t):
+    """Shortest-arc spherical interpolation of unit quaternions a, b (rows of length 4)."""
+    dot = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]
+    sign = 1.0
+    if dot < 0.0:
+        sign = -1.0
+        dot = -dot
+    if dot > 0.9995:
+        s0 = 1.0 - t
+        s1 = t * sign
+    else:
+        theta0 = math.acos(min(dot, 1.0))
+        sin0 = math.sin(theta0)
+        s0 = math.sin((1.0 - t) * theta0) / sin0
+        s1 = sign * math.sin(t * theta0) / sin0
+    w = s0 * a[0] + s1 * b[0]
+    x = s0 * a[1] + s1 * b[1]
+    y = s0 * a[2] + s1 * b[2]
+    z = s0 * a[3] + s1 * b[3]
+    norm = math.sqrt(w * w + x * x + y * y + z * z)
+    return w / norm, x / norm, y / norm, z / norm
+
+
+@njit(inline="always", **_JIT)
+def transform_at(k, t, pos0, rot0, pos1, rot1):
+    """(px, py, pz, qw, qx, qy, qz) of proxy k at frame fraction t."""
+    px = pos0[k, 0] + t * (pos1[k, 0] - pos0[k, 0])
+    py = pos0[k, 1] + t * (pos1[k, 1] - pos0[k, 1])
+    pz = pos0[k, 2] + t * (pos1[k, 2] - pos0[k, 2])
+    qw, qx, qy, qz = slerp(rot0[k], rot1[k], t)
+    return px, py, pz, qw, qx, qy, qz
+
+
+# ----------------------------------------------------------------------------------------------
+# Analytic shapes in local coordinates: signed distance, outward normal, closest surface point.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def _round_shape(dx, dy, dz, cx, cy, cz, radius):
+    """Sphere of ``radius`` around the core point c: (phi, n, q) for the point c + d."""
+    d = math.sqrt(dx * dx + dy * dy + dz * dz)
+    if d < 1e-12:
+        nx, ny, nz = 0.0, 0.0, 1.0
+    else:
+        nx, ny, nz = dx / d, dy / d, dz / d
+    return d - radius, nx, ny, nz, cx + radius * nx, cy + radius * ny, cz + radius * nz
+
+
+@njit(inline="always", **_JIT)
+def local_closest(kind, a, b, c, px, py, pz):
+    """Shape ``kind`` with dimensions (a, b, c) at the local point p.
+
+    plane: z = 0, normal +z. sphere: radius a. capsule: radius a, half length b along z.
+    box: half extents (a, b, c). Returns (phi, nx, ny, nz, qx, qy, qz).
+    """
+    if kind == PLANE:
+        return pz, 0.0, 0.0, 1.0, px, py, 0.0
+    if kind == SPHERE:
+        return _round_shape(px, py, pz, 0.0, 0.0, 0.0, a)
+    if kind == CAPSULE:
+        cz = min(max(pz, -b), b)
+        return _round_shape(px, py, pz - cz, 0.0, 0.0, cz, a)
+    # box
+    qx = min(max(px, -a), a)
+    qy = min(max(py, -b), b)
+    qz = min(max(pz, -c), c)
+    dx, dy, dz = px - qx, py - qy, pz - qz
+    d2 = dx * dx + dy * dy + dz * dz
+    if d2 > 0.0:
+        d = math.sqrt(d2)
+        return d, dx / d, dy / d, dz / d, qx, qy, qz
+    # inside: the nearest face
+    fx, fy, fz = a - abs(px), b - abs(py), c - abs(pz)
+    if fx <= fy and fx <= fz:
+        s = 1.0 if px >= 0.0 else -1.0
+        return -fx, s, 0.0, 0.0, s * a, py, pz
+    if fy <= fz:
+        s = 1.0 if py >= 0.0 else -1.0
+        return -fy, 0.0, s, 0.0, px, s * b, pz
+    s = 1.0 if pz >= 0.0 else -1.0
+    return -fz, 0.0, 0.0, s, px, py, s * c
+
+
+@njit(inline="always", **_JIT)
+def _world_to_local(px, py, pz, qw, qx, qy, qz, x0, x1, x2):
+    return quat_rotate(qw, -qx, -qy, -qz, x0 - px, x1 - py, x2 - pz)
+
+
+@njit(inline="always", **_JIT)
+def _local_to_world(px, py, pz, qw, qx, qy, qz, l0, l1, l2):
+    r0, r1, r2 = quat_rotate(qw, qx, qy, qz, l0, l1, l2)
+    return px + r0, py + r1, pz + r2
+
+
+# ----------------------------------------------------------------------------------------------
+# Analytic broad phase (per frame) and narrow phase (per substep).
+# ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness, kind, dims, pos0, rot0, pos1,
+                         rot1, skin, bound_radius, out_vertex, out_proxy):
+    """Vertex-proxy pairs that may touch this frame; returns their count.
+
+    A vertex may travel ``|v| frame_dt + extra_margin`` (a sphere around it); a finite proxy
+    sweeps its bounding sphere along the segment of its centre, an infinite plane is tested by
+    its signed distance at the frame start, middle and end.
+    """
+    count = 0
+    n = x.shape[0]
+    for i in range(n):
+        if inv_mass[i] == 0.0:
+            continue
+        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+        travel = speed * frame_dt + extra_margin
+        for k in range(kind.shape[0]):
+            reach = travel + cloth_thickness + skin[k]
+            hit = False
+            if kind[k] == PLANE:
+                for step in range(3):
+                    px, py, pz, qw, qx, qy, qz = transform_at(k, 0.5 * step, pos0, rot0, pos1, rot1)
+                    lz = _world_to_local(px, py, pz, qw, qx, qy, qz, x[i, 0], x[i, 1], x[i, 2])[2]
+                    if lz < reach:
+                        hit = True
+            else:
+                ax, ay, az = pos0[k, 0], pos0[k, 1], pos0[k, 2]
+                bx, by, bz = pos1[k, 0] - ax, pos1[k, 1] - ay, pos1[k, 2] - az
+                dx, dy, dz = x[i, 0] - ax, x[i, 1] - ay, x[i, 2] - az
+                len2 = bx * bx + by * by + bz * bz
+                s = 0.0
+                if len2 > 0.0:
+                    s = min(max((dx * bx + dy * by + dz * bz) / len2, 0.0), 1.0)
+                ex, ey, ez = dx - s * bx, dy - s * by, dz - s * bz
+                r = bound_radius[k] + reach
+                hit = ex * ex + ey * ey + ez * ez <= r * r
+            if hit:
+                out_vertex[count] = i
+                out_proxy[count] = k
+                count += 1
+    return count
+
+
+@njit(**_JIT)
+def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, t_start, t_end, kind, dims,
+                          pos0, rot0, pos1, rot1, skin, mu_s, mu_k, cloth_thickness, c_vertex, c_normal, c_point,
+                          c_radius, c_disp, c_mu_s, c_mu_k, offset):
+    """Contacts of this substep from the broad-phase candidates, written from row ``offset``.
+
+    The collider is placed at ``t_end`` (the substep end, where the prediction is). A vertex
+    predicted inside the solid that started the substep outside keeps the feature it was
+    nearest to at the start (no tunnelling out through the far side of a thin collider).
+    Returns the new row count.
+    """
+    count = offset
+    for m in range(n_cand):
+        i = cand_vertex[m]
+        k = cand_proxy[m]
+        if inv_mass[i] == 0.0 or kind[k] == SDF:  # signed distance grids: sdf_narrow_phase
+            continue
+        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
+        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
+        l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
+        phi, nl0, nl1, nl2, ql0, ql1, ql2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)
+        if phi < 0.0:
+            s0, s1, s2 = _world_to_local(ps0, ps1, ps2, qs0, qs1, qs2, qs3, x_start[i, 0], x_start[i, 1],
+                                         x_start[i, 2])
+            phi_s, mn0, mn1, mn2, mq0, mq1, mq2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], s0, s1,
+                                                                s2)
+            if phi_s >= 0.0:
+                nl0, nl1, nl2, ql0, ql1, ql2 = mn0, mn1, mn2, mq0, mq1, mq2
+        n0, n1, n2 = quat_rotate(qe0, qe1, qe2, qe3, nl0, nl1, nl2)
+        q0, q1, q2 = _local_to_world(pe0, pe1, pe2, qe0, qe1, qe2, qe3, ql0, ql1, ql2)
+        r = cloth_thickness + skin[k]
+        C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - r
+        travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+                           + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+        if C > travel + r:
+            continue
+        b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
+        count = emit_contact(count, i, n0, n1, n2, q0, q1, q2, r, q0 - b0, q1 - b1, q2 - b2, mu_s[k], mu_k[k],
+                             c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
+    return count
+
+
+@njit(**_JIT)
+def analytic_signed_distance(points, t, kind, dims, pos0, rot0, pos1, rot1, out):
+    """Signed distance of every point to every proxy at frame fraction t: out (P, K)."""
+    for i in range(points.shape[0]):
+        for k in range(kind.shape[0]):
+            if kind[k] == SDF:
+                out[i, k] = np.nan  # filled by the caller from the grid
+                continue
+            px, py, pz, qw, qx, qy, qz = transform_at(k, t, pos0, rot0, pos1, rot1)
+            l0, l1, l2 = _world_to_local(px, py, pz, qw, qx, qy, qz, points[i, 0], points[i, 1], points[i, 2])
+            out[i, k] = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)[0]

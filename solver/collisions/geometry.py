@@ -1,0 +1,152 @@
+"""Closest points and distances between points, segments and triangles (Ericson, Real-Time
+Collision Detection 5.1.5 and 5.1.9), shared by the mesh collider and self-collision.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._jit import _JIT
+
+
+# ----------------------------------------------------------------------------------------------
+# Point-triangle closest point (Ericson, Real-Time Collision Detection 5.1.5).
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """Barycentric (u, v, w) of the point of triangle abc closest to p (q = u a + v b + w c)."""
+    ab0, ab1, ab2 = b0 - a0, b1 - a1, b2 - a2
+    ac0, ac1, ac2 = c0 - a0, c1 - a1, c2 - a2
+    ap0, ap1, ap2 = p0 - a0, p1 - a1, p2 - a2
+    d1 = ab0 * ap0 + ab1 * ap1 + ab2 * ap2
+    d2 = ac0 * ap0 + ac1 * ap1 + ac2 * ap2
+    if d1 <= 0.0 and d2 <= 0.0:
+        return 1.0, 0.0, 0.0
+    bp0, bp1, bp2 = p0 - b0, p1 - b1, p2 - b2
+    d3 = ab0 * bp0 + ab1 * bp1 + ab2 * bp2
+    d4 = ac0 * bp0 + ac1 * bp1 + ac2 * bp2
+    if d3 >= 0.0 and d4 <= d3:
+        return 0.0, 1.0, 0.0
+    vc = d1 * d4 - d3 * d2
+    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        v = d1 / (d1 - d3)
+        return 1.0 - v, v, 0.0
+    cp0, cp1, cp2 = p0 - c0, p1 - c1, p2 - c2
+    d5 = ab0 * cp0 + ab1 * cp1 + ab2 * cp2
+    d6 = ac0 * cp0 + ac1 * cp1 + ac2 * cp2
+    if d6 >= 0.0 and d5 <= d6:
+        return 0.0, 0.0, 1.0
+    vb = d5 * d2 - d1 * d6
+    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        w = d2 / (d2 - d6)
+        return 1.0 - w, 0.0, w
+    va = d3 * d6 - d5 * d4
+    if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
+        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        return 0.0, 1.0 - w, w
+    denom = va + vb + vc
+    if denom == 0.0:  # degenerate triangle: fall back to vertex a
+        return 1.0, 0.0, 0.0
+    v = vb / denom
+    w = vc / denom
+    return 1.0 - v - w, v, w
+
+
+@njit(inline="always", **_JIT)
+def triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """Unit normal of abc (right hand), or zeros when degenerate."""
+    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
+    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
+    n0 = e1 * f2 - e2 * f1
+    n1 = e2 * f0 - e0 * f2
+    n2 = e0 * f1 - e1 * f0
+    length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    if length < 1e-300:
+        return 0.0, 0.0, 0.0
+    return n0 / length, n1 / length, n2 / length
+
+@njit(inline="always", **_JIT)
+def point_segment_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2):
+    """Distance of p to the segment [a, b] (a point when a == b)."""
+    d0, d1, d2 = b0 - a0, b1 - a1, b2 - a2
+    len2 = d0 * d0 + d1 * d1 + d2 * d2
+    s = 0.0
+    if len2 > 0.0:
+        s = min(max(((p0 - a0) * d0 + (p1 - a1) * d1 + (p2 - a2) * d2) / len2, 0.0), 1.0)
+    return math.sqrt((p0 - a0 - s * d0) ** 2 + (p1 - a1 - s * d1) ** 2 + (p2 - a2 - s * d2) ** 2)
+
+
+@njit(inline="always", **_JIT)
+def segment_segment_distance(p0, p1, p2, q0, q1, q2, r0, r1, r2, s0, s1, s2):
+    """Distance between the segments [p, q] and [r, s] (Ericson 5.1.9)."""
+    d10, d11, d12 = q0 - p0, q1 - p1, q2 - p2
+    d20, d21, d22 = s0 - r0, s1 - r1, s2 - r2
+    e0, e1, e2 = p0 - r0, p1 - r1, p2 - r2
+    a = d10 * d10 + d11 * d11 + d12 * d12
+    e = d20 * d20 + d21 * d21 + d22 * d22
+    f = d20 * e0 + d21 * e1 + d22 * e2
+    if a <= 1e-30 and e <= 1e-30:
+        return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    if a <= 1e-30:
+        sc = 0.0
+        tc = min(max(f / e, 0.0), 1.0)
+    else:
+        c = d10 * e0 + d11 * e1 + d12 * e2
+        if e <= 1e-30:
+            tc = 0.0
+            sc = min(max(-c / a, 0.0), 1.0)
+        else:
+            b = d10 * d20 + d11 * d21 + d12 * d22
+            denom = a * e - b * b
+            sc = 0.0
+            if denom > 0.0:
+                sc = min(max((b * f - c * e) / denom, 0.0), 1.0)
+            tc = (b * sc + f) / e
+            if tc < 0.0:
+                tc = 0.0
+                sc = min(max(-c / a, 0.0), 1.0)
+            elif tc > 1.0:
+                tc = 1.0
+                sc = min(max((b - c) / a, 0.0), 1.0)
+    x0 = p0 + sc * d10 - (r0 + tc * d20)
+    x1 = p1 + sc * d11 - (r1 + tc * d21)
+    x2 = p2 + sc * d12 - (r2 + tc * d22)
+    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+
+
+@njit(inline="always", **_JIT)
+def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+    return math.sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
+                     + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+
+
+@njit(inline="always", **_JIT)
+def segment_triangle_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """Distance between the segment [p, q] and the triangle abc.
+
+    Both are convex: they intersect (the point where the segment crosses the triangle's plane
+    lies in the triangle: distance 0), or a closest pair has a segment end point or a point of
+    a triangle edge, so the minimum over those cases is exact.
+    """
+    d = point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+    if (q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2 <= 1e-30:
+        return d
+    d = min(d, point_triangle_distance(q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2))
+    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
+    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
+    n0 = e1 * f2 - e2 * f1
+    n1 = e2 * f0 - e0 * f2
+    n2 = e0 * f1 - e1 * f0
+    sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
+    sq = n0 * (q0 - a0) + n1 * (q1 - a1) + n2 * (q2 - a2)
+    if sp * sq <= 0.0 and sp != sq:
+        t = sp / (sp - sq)
+        d = min(d, point_triangle_distance(p0 + t * (q0 - p0), p1 + t * (q1 - p1), p2 + t * (q2 - p2), a0, a1, a2,
+                                           b0, b1, b2, c0, c1, c2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, b0, b1, b2, c0, c1, c2))
+    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, c0, c1, c2, a0, a1, a2))
+    return d

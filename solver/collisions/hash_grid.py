@@ -1,0 +1,124 @@
+"""Uniform hash grid over axis-aligned boxes (triangles of a collider mesh or of the cloth).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._jit import _JIT
+
+
+# ----------------------------------------------------------------------------------------------
+# Uniform hash grid over axis-aligned boxes (triangles of a collider mesh or of the cloth).
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def cell_hash(ix, iy, iz, table_size):
+    """Bucket of cell (ix, iy, iz) in a power-of-two table (Teschner 2003 primes, then a
+    multiply-xorshift mix: the raw xor clusters badly on a 2D sheet in a 3D grid)."""
+    h = (ix * 73856093) ^ (iy * 19349663) ^ (iz * 83492791)
+    h ^= h >> 17
+    h *= 1540483477
+    h ^= h >> 15
+    return h & (table_size - 1)
+
+
+@njit(inline="always", **_JIT)
+def _finite_box(lo, hi, b):
+    """False for a box with a non-finite or absurd (> 1e6 m) coordinate: it is never hashed."""
+    for d in range(3):
+        if not (abs(lo[b, d]) < 1e6 and abs(hi[b, d]) < 1e6):
+            return False
+    return True
+
+
+@njit(inline="always", **_JIT)
+def _box_cells(lo, hi, b, inv_cell, max_cells_per_box):
+    """Inclusive grid-cell range (i0, i1, j0, j1, k0, k1) of box b, clamped to max_cells_per_box per axis."""
+    i0 = int(math.floor(lo[b, 0] * inv_cell))
+    j0 = int(math.floor(lo[b, 1] * inv_cell))
+    k0 = int(math.floor(lo[b, 2] * inv_cell))
+    i1 = max(i0, min(int(math.floor(hi[b, 0] * inv_cell)), i0 + max_cells_per_box))
+    j1 = max(j0, min(int(math.floor(hi[b, 1] * inv_cell)), j0 + max_cells_per_box))
+    k1 = max(k0, min(int(math.floor(hi[b, 2] * inv_cell)), k0 + max_cells_per_box))
+    return i0, i1, j0, j1, k0, k1
+
+
+@njit(**_JIT)
+def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
+    """Counting-sort hash grid of boxes [lo, hi]: (bucket_start (table_size+1,), items).
+
+    A box is entered in every bucket of the cells it overlaps (at most ``max_cells_per_box``
+    cells per axis product; a larger box is entered in its clamped range, which only happens
+    for an exploding state that the solver rolls back anyway).
+    """
+    nbox = lo.shape[0]
+    counts = np.zeros(table_size + 1, dtype=np.int64)
+    inv = 1.0 / cell
+    for b in range(nbox):
+        if not _finite_box(lo, hi, b):
+            continue
+        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
+        for i in range(i0, i1 + 1):
+            for j in range(j0, j1 + 1):
+                for k in range(k0, k1 + 1):
+                    counts[cell_hash(i, j, k, table_size) + 1] += 1
+    for t in range(table_size):
+        counts[t + 1] += counts[t]
+    items = np.empty(counts[table_size], dtype=np.int64)
+    fill = counts[:table_size].copy()
+    for b in range(nbox):
+        if not _finite_box(lo, hi, b):
+            continue
+        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
+        for i in range(i0, i1 + 1):
+            for j in range(j0, j1 + 1):
+                for k in range(k0, k1 + 1):
+                    t = cell_hash(i, j, k, table_size)
+                    items[fill[t]] = b
+                    fill[t] += 1
+    return counts, items
+
+
+@njit(**_JIT)
+def query_boxes(qlo, qhi, active, lo, hi, cell, table_size, bucket_start, items, max_cells_per_box):
+    """For each active query box, the hashed boxes that overlap it: CSR (offsets, hits)."""
+    nq = qlo.shape[0]
+    nbox = lo.shape[0]
+    stamp = np.full(nbox, -1, dtype=np.int64)
+    offsets = np.zeros(nq + 1, dtype=np.int64)
+    cap = max(16, 8 * nq)
+    hits = np.empty(cap, dtype=np.int64)
+    count = 0
+    inv = 1.0 / cell
+    for q in range(nq):
+        if active[q] and _finite_box(qlo, qhi, q):
+            i0 = int(math.floor(qlo[q, 0] * inv))
+            j0 = int(math.floor(qlo[q, 1] * inv))
+            k0 = int(math.floor(qlo[q, 2] * inv))
+            i1 = max(i0, min(int(math.floor(qhi[q, 0] * inv)), i0 + max_cells_per_box))
+            j1 = max(j0, min(int(math.floor(qhi[q, 1] * inv)), j0 + max_cells_per_box))
+            k1 = max(k0, min(int(math.floor(qhi[q, 2] * inv)), k0 + max_cells_per_box))
+            for i in range(i0, i1 + 1):
+                for j in range(j0, j1 + 1):
+                    for k in range(k0, k1 + 1):
+                        t = cell_hash(i, j, k, table_size)
+                        for s in range(bucket_start[t], bucket_start[t + 1]):
+                            b = items[s]
+                            if stamp[b] == q:
+                                continue
+                            stamp[b] = q
+                            if (lo[b, 0] > qhi[q, 0] or hi[b, 0] < qlo[q, 0] or lo[b, 1] > qhi[q, 1]
+                                    or hi[b, 1] < qlo[q, 1] or lo[b, 2] > qhi[q, 2] or hi[b, 2] < qlo[q, 2]):
+                                continue
+                            if count == cap:
+                                cap *= 2
+                                grown = np.empty(cap, dtype=np.int64)
+                                grown[:count] = hits[:count]
+                                hits = grown
+                            hits[count] = b
+                            count += 1
+        offsets[q + 1] = count
+    return offsets, hits[:count].copy()

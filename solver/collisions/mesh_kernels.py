@@ -1,0 +1,412 @@
+"""Triangle-mesh collider: per-frame broad phase along each vertex's travel segment (capsule
+reach, parallel over vertices) and per-substep narrow phase with the side rule from frame start.
+
+Per-vertex loops run in ``prange``: every vertex writes only its own slots, the compaction into
+contact rows / CSR lists is a serial prefix sum afterwards, so the result does not depend on the
+thread count (no atomics, no shared scratch).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._jit import _JIT, _JIT_PARALLEL
+from .contacts import emit_contact
+from .geometry import closest_on_triangle, point_segment_distance, point_triangle_distance, segment_triangle_distance, triangle_normal
+from .hash_grid import cell_hash
+
+
+# ----------------------------------------------------------------------------------------------
+# Triangle-mesh collider.
+# ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def swept_triangle_boxes(v0, v1, tris, pad, lo, hi):
+    for t in range(tris.shape[0]):
+        for d in range(3):
+            a = min(v0[tris[t, 0], d], v0[tris[t, 1], d], v0[tris[t, 2], d])
+            b = min(v1[tris[t, 0], d], v1[tris[t, 1], d], v1[tris[t, 2], d])
+            lo[t, d] = min(a, b) - pad
+            a = max(v0[tris[t, 0], d], v0[tris[t, 1], d], v0[tris[t, 2], d])
+            b = max(v1[tris[t, 0], d], v1[tris[t, 1], d], v1[tris[t, 2], d])
+            hi[t, d] = max(a, b) + pad
+
+
+@njit(**_JIT)
+def mesh_merge_candidates(keep, old_off, old_cand, old_d0, new_off, new_cand, new_d0):
+    """Per vertex: the old candidate list where ``keep`` (still valid), else the new one."""
+    n = keep.shape[0]
+    off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        if keep[i]:
+            off[i + 1] = off[i] + old_off[i + 1] - old_off[i]
+        else:
+            off[i + 1] = off[i] + new_off[i + 1] - new_off[i]
+    cand = np.empty(off[n], dtype=np.int64)
+    d0 = np.empty(off[n])
+    for i in range(n):
+        if keep[i]:
+            a, b, src_c, src_d = old_off[i], old_off[i + 1], old_cand, old_d0
+        else:
+            a, b, src_c, src_d = new_off[i], new_off[i + 1], new_cand, new_d0
+        for s in range(a, b):
+            cand[off[i] + s - a] = src_c[s]
+            d0[off[i] + s - a] = src_d[s]
+    return off, cand, d0
+
+
+@njit(inline="always", **_JIT)
+def _interp(verts, v1, idx, t_frac):
+    return (verts[idx, 0] + t_frac * (v1[idx, 0] - verts[idx, 0]),
+            verts[idx, 1] + t_frac * (v1[idx, 1] - verts[idx, 1]),
+            verts[idx, 2] + t_frac * (v1[idx, 2] - verts[idx, 2]))
+
+@njit(**_JIT)
+def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, margin, deflection, seg_b, pad,
+                           active):
+    """Each free vertex's predicted path this frame and the capsule radius around it.
+
+    The path is the parabola ``x + v t + a t^2 / 2`` with ``a`` the vertex's velocity change
+    over the previous frame (clamped to ``max_acceleration``); the segment [x, seg_b] is its
+    chord, within ``|a| frame_dt^2 / 8`` of it. ``pad = margin + |a| dt^2 / 8 + deflection |v| dt``.
+    """
+    for i in range(x.shape[0]):
+        active[i] = inv_mass[i] > 0.0
+        a0 = (v[i, 0] - v_prev[i, 0]) / frame_dt
+        a1 = (v[i, 1] - v_prev[i, 1]) / frame_dt
+        a2 = (v[i, 2] - v_prev[i, 2]) / frame_dt
+        acc = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+        if not acc <= max_acceleration:  # also NaN
+            scale = max_acceleration / acc if acc > 0.0 and math.isfinite(acc) else 0.0
+            a0, a1, a2, acc = a0 * scale, a1 * scale, a2 * scale, max_acceleration
+        h2 = 0.5 * frame_dt * frame_dt
+        seg_b[i, 0] = x[i, 0] + v[i, 0] * frame_dt + a0 * h2
+        seg_b[i, 1] = x[i, 1] + v[i, 1] * frame_dt + a1 * h2
+        seg_b[i, 2] = x[i, 2] + v[i, 2] * frame_dt + a2 * h2
+        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+        pad[i] = margin + 0.25 * acc * h2 + deflection * speed * frame_dt
+
+
+@njit(**_JIT)
+def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_since, keep):
+    """A vertex's candidate list (triangles within ``r_built`` of the segment it was built on,
+    collider at that frame's start) still covers this frame's capsule (segment [x, seg_b_new],
+    radius ``need``) when both new end points lie within ``r_built - need - moved_since`` of
+    the old segment (the capsule is convex). Lists much larger than needed are rebuilt."""
+    for i in range(x.shape[0]):
+        keep[i] = False
+        if not active[i]:
+            continue
+        dev = max(point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
+                                         seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]),
+                  point_segment_distance(seg_b_new[i, 0], seg_b_new[i, 1], seg_b_new[i, 2], seg_a[i, 0],
+                                         seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]))
+        old_len = math.sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
+                            + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
+        new_len = math.sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
+                            + (seg_b_new[i, 2] - x[i, 2]) ** 2)
+        keep[i] = (dev + need[i] + moved_since[i] <= r_built[i] and r_built[i] <= 1.5 * need[i]
+                   and old_len <= 1.5 * new_len + need[i])
+
+
+@njit(**_JIT)
+def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
+                          max_cells, tris, v0, center, rad):
+    """Candidate triangles of every active vertex: CSR (offsets, cand, d0), each vertex's list
+    sorted by d0 (nearest first).
+
+    Vertex i travels along the segment [seg_a, seg_b] give or take ``pad[i]``; its query box
+    is the segment's box grown by ``pad`` (triangle boxes already carry the contact radius),
+    and a triangle is kept when its distance to the segment (collider at ``v0``), d0, is at
+    most ``pad[i] + radius``. d0 is exact for a long segment; for a short one (half length
+    under half the reach) it is the lower bound ``|midpoint - triangle| - half length``,
+    which is all its users need (a superset is kept, and every list bound stays valid).
+    ``center`` / ``rad``: the triangles' bounding spheres at ``v0`` (cheap rejection). One pass
+    (hash query, exact filter and sort fused; measured faster than a two-pass parallel
+    version on the 2-core bench machine).
+    """
+    n = seg_a.shape[0]
+    nbox = tlo.shape[0]
+    inv = 1.0 / cell
+    stamp = np.full(nbox, -1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    cap = max(16, 8 * n)
+    cand = np.empty(cap, dtype=np.int64)
+    d0 = np.empty(cap)
+    count = 0
+    ql = np.empty(3)
+    qh = np.empty(3)
+    for q in range(n):
+        if active[q]:
+            for d in range(3):
+                ql[d] = min(seg_a[q, d], seg_b[q, d]) - pad[q]
+                qh[d] = max(seg_a[q, d], seg_b[q, d]) + pad[q]
+            ok = True
+            for d in range(3):
+                if not (abs(ql[d]) < 1e6 and abs(qh[d]) < 1e6):
+                    ok = False
+            if ok:
+                limit = pad[q] + radius
+                m0 = 0.5 * (seg_a[q, 0] + seg_b[q, 0])
+                m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
+                m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
+                half = 0.5 * math.sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
+                                       + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
+                i0 = int(math.floor(ql[0] * inv))
+                j0 = int(math.floor(ql[1] * inv))
+                k0 = int(math.floor(ql[2] * inv))
+                i1 = max(i0, min(int(math.floor(qh[0] * inv)), i0 + max_cells))
+                j1 = max(j0, min(int(math.floor(qh[1] * inv)), j0 + max_cells))
+                k1 = max(k0, min(int(math.floor(qh[2] * inv)), k0 + max_cells))
+                start = count
+                for i in range(i0, i1 + 1):
+                    for j in range(j0, j1 + 1):
+                        for k in range(k0, k1 + 1):
+                            t = cell_hash(i, j, k, table_size)
+                            for s in range(bucket_start[t], bucket_start[t + 1]):
+                                b = items[s]
+                                if stamp[b] == q:
+                                    continue
+                                stamp[b] = q
+                                if (tlo[b, 0] > qh[0] or thi[b, 0] < ql[0] or tlo[b, 1] > qh[1]
+                                        or thi[b, 1] < ql[1] or tlo[b, 2] > qh[2] or thi[b, 2] < ql[2]):
+                                    continue
+                                ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
+                                # the midpoint's distance minus the half length bounds the segment's
+                                # from below: enough for a short segment (d0 is only used as a bound)
+                                dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
+                                                               v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                                               v0[ic, 1], v0[ic, 2]) - half
+                                if dist > limit:
+                                    continue
+                                if half > 0.5 * limit:
+                                    # the triangle's bounding sphere against the segment first (cheap)
+                                    if point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
+                                                              seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
+                                                              seg_b[q, 2]) - rad[b] > limit:
+                                        continue
+                                    dist = segment_triangle_distance(
+                                        seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
+                                        v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                        v0[ic, 1], v0[ic, 2])
+                                    if dist > limit:
+                                        continue
+                                if count == cap:
+                                    cap *= 2
+                                    grown = np.empty(cap, dtype=np.int64)
+                                    grown[:count] = cand[:count]
+                                    cand = grown
+                                    grown_d = np.empty(cap)
+                                    grown_d[:count] = d0[:count]
+                                    d0 = grown_d
+                                cand[count] = b
+                                d0[count] = max(dist, 0.0)
+                                count += 1
+                if count - start > 1:  # nearest first
+                    order = np.argsort(d0[start:count])
+                    seg_c = cand[start:count][order]
+                    seg_d = d0[start:count][order]
+                    cand[start:count] = seg_c
+                    d0[start:count] = seg_d
+        offsets[q + 1] = count
+    return offsets, cand[:count].copy(), d0[:count].copy()
+
+
+@njit(**_JIT)
+def triangle_spheres(v0, tris, center, rad):
+    """Bounding sphere (centroid, largest corner distance) of every triangle at ``v0``."""
+    for t in range(tris.shape[0]):
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        r2 = 0.0
+        for d in range(3):
+            center[t, d] = (v0[ia, d] + v0[ib, d] + v0[ic, d]) / 3.0
+        for k in range(3):
+            j = tris[t, k]
+            r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
+                     + (v0[j, 2] - center[t, 2]) ** 2)
+        rad[t] = math.sqrt(r2)
+
+
+@njit(inline="always", **_JIT)
+def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
+                         motion):
+    """Closest candidate triangle of vertex i within ``limit`` (collider at t_frac), or t = -1.
+
+    Each vertex's candidates are sorted by ``d0``, their distance when the list was built;
+    ``shift`` bounds how much any distance can have shrunk since (vertex travel + collider
+    motion). Once ``d0 - shift`` exceeds the best distance found, no later candidate can be
+    closer and the scan stops: usually after one or two triangles (temporal coherence). A
+    candidate is also skipped without the closest-point computation when its bounding sphere
+    (centroid and radius at the frame start, grown by the collider's motion up to t_frac) is
+    farther than both the best distance so far and ``limit`` (pass ``math.inf`` for none).
+    """
+    best = 1e300
+    best_d = 1e300
+    best_t = -1
+    bu = bv = bw = 0.0
+    grow = motion * t_frac
+    for s in range(offsets[i], offsets[i + 1]):
+        bound = min(best_d, limit)
+        if d0[s] - shift > bound:
+            break
+        t = cand[s]
+        g = math.sqrt((p0 - center[t, 0]) ** 2 + (p1 - center[t, 1]) ** 2 + (p2 - center[t, 2]) ** 2)
+        if g - rad[t] - grow > bound:
+            continue
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        a0 = verts[ia, 0] + t_frac * (v1[ia, 0] - verts[ia, 0])
+        a1 = verts[ia, 1] + t_frac * (v1[ia, 1] - verts[ia, 1])
+        a2 = verts[ia, 2] + t_frac * (v1[ia, 2] - verts[ia, 2])
+        b0 = verts[ib, 0] + t_frac * (v1[ib, 0] - verts[ib, 0])
+        b1 = verts[ib, 1] + t_frac * (v1[ib, 1] - verts[ib, 1])
+        b2 = verts[ib, 2] + t_frac * (v1[ib, 2] - verts[ib, 2])
+        c0 = verts[ic, 0] + t_frac * (v1[ic, 0] - verts[ic, 0])
+        c1 = verts[ic, 1] + t_frac * (v1[ic, 1] - verts[ic, 1])
+        c2 = verts[ic, 2] + t_frac * (v1[ic, 2] - verts[ic, 2])
+        u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+        if d2 < best and d2 <= limit * limit:
+            best = d2
+            best_d = math.sqrt(d2)
+            best_t = t
+            bu, bv, bw = u, v, w
+    return best_t, bu, bv, bw, best
+
+
+@njit(**_JIT_PARALLEL)
+def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, center, rad, one_sided,
+                              side):
+    """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
+    for i in prange(x.shape[0]):
+        side[i] = 1.0
+        if one_sided or offsets[i + 1] == offsets[i]:
+            continue
+        shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
+                                       seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
+        t, u, v, w, d2 = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1,
+                                              shift, math.inf, center, rad, 0.0)
+        if t < 0:
+            continue
+        a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
+        b0, b1, b2 = _interp(v0, v1, tris[t, 1], 0.0)
+        c0, c1, c2 = _interp(v0, v1, tris[t, 2], 0.0)
+        n0, n1, n2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        if n0 * (x[i, 0] - q0) + n1 * (x[i, 1] - q1) + n2 * (x[i, 2] - q2) < 0.0:
+            side[i] = -1.0
+
+
+@njit(**_JIT_PARALLEL)
+def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, offsets, cand, d0, tris,
+                               v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, center, rad, lost,
+                               only_lost, hit, res, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k,
+                               offset):
+    """One contact per vertex against its closest candidate triangle at the substep end.
+
+    A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
+    corners); a vertex found on the other side is pushed back along the face normal toward
+    its frame-start side.
+
+    The candidates of vertex i were built around the segment [seg_a, seg_b] (sorted by their
+    distance d0 to it, collider at a frame start); ``dev = |x - segment| + collider motion since``
+    bounds how much any distance can have shrunk, so the scan stops once ``d0 - dev`` exceeds the
+    best distance found. A triangle missing from the list is farther than ``r_built - dev``;
+    when that bound could hide a closer triangle within contact reach, ``lost[i]`` is set and
+    the vertex gets no row (the caller re-queries those vertices and runs this again with
+    ``only_lost``, which recomputes just them; ``hit`` / ``res`` are per-vertex scratch).
+
+    Far vertices are skipped: ``path[i]`` is the length of the vertex's path from the frame
+    start to the substep start. A vertex farther than ``radius + travel + path + collider
+    motion`` from every triangle cannot have touched the surface at any time of this frame, so
+    it is still on its frame-start side and needs no contact; the scan only looks for a
+    triangle within that distance (bounding-sphere rejection first).
+    Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count).
+    """
+    n = x_pred.shape[0]
+    for i in prange(n):
+        if only_lost and not lost[i]:
+            continue  # the result of the previous pass stands
+        lost[i] = False
+        hit[i] = 0
+        if inv_mass[i] == 0.0:
+            continue
+        p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
+        dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
+                                     seg_b[i, 2]) + base_shift[i] + motion * t_end
+        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
+        outside = r_built[i] - dev  # every triangle not in the list is at least this far
+        best_t = -1
+        d2 = 1e300
+        u = v = w = 0.0
+        if offsets[i + 1] > offsets[i]:
+            limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
+            best_t, u, v, w, d2 = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, dev,
+                                                       limit, center, rad, motion)
+        found = math.sqrt(d2) if best_t >= 0 else 1e300
+        if outside < min(found, radius + travel):
+            lost[i] = True
+            continue
+        if best_t < 0:
+            continue
+        t = best_t
+        a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
+        b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
+        c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
+        fn0, fn1, fn2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        if fn0 == 0.0 and fn1 == 0.0 and fn2 == 0.0:
+            continue
+        q0 = u * a0 + v * b0 + w * c0
+        q1 = u * a1 + v * b1 + w * c1
+        q2 = u * a2 + v * b2 + w * c2
+        s = side[i]
+        dist = found
+        along = fn0 * (p0 - q0) + fn1 * (p1 - q1) + fn2 * (p2 - q2)
+        if s * along >= 0.0 and dist > 1e-9:
+            n0, n1, n2 = (p0 - q0) / dist, (p1 - q1) / dist, (p2 - q2) / dist
+            C = dist - radius
+        else:
+            n0, n1, n2 = s * fn0, s * fn1, s * fn2
+            C = s * along - radius
+        if C > travel + radius:
+            continue
+        sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
+        sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
+        sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
+        hit[i] = 1
+        res[i, 0] = n0
+        res[i, 1] = n1
+        res[i, 2] = n2
+        res[i, 3] = q0
+        res[i, 4] = q1
+        res[i, 5] = q2
+        res[i, 6] = q0 - (u * sa0 + v * sb0 + w * sc0)
+        res[i, 7] = q1 - (u * sa1 + v * sb1 + w * sc1)
+        res[i, 8] = q2 - (u * sa2 + v * sb2 + w * sc2)
+    count = offset
+    n_lost = 0
+    for i in range(n):
+        if lost[i]:
+            n_lost += 1
+        if hit[i] == 0:
+            continue
+        count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
+                             res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
+                             c_disp, c_mu_s, c_mu_k)
+    return count, n_lost
+
+
+@njit(**_JIT)
+def accumulate_path(x_substep_start, prev, path):
+    """path += |x_substep_start - prev| per vertex; prev = x_substep_start."""
+    for i in range(path.shape[0]):
+        path[i] += math.sqrt((x_substep_start[i, 0] - prev[i, 0]) ** 2 + (x_substep_start[i, 1] - prev[i, 1]) ** 2
+                             + (x_substep_start[i, 2] - prev[i, 2]) ** 2)
+        for d in range(3):
+            prev[i, d] = x_substep_start[i, d]
