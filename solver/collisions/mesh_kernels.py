@@ -173,16 +173,16 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
                                 if (tlo[b, 0] > qh[0] or thi[b, 0] < ql[0] or tlo[b, 1] > qh[1]
                                         or thi[b, 1] < ql[1] or tlo[b, 2] > qh[2] or thi[b, 2] < ql[2]):
                                     continue
-                                ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
-                                # the midpoint's distance minus the half length bounds the segment's
-                                # from below: enough for a short segment (d0 is only used as a bound)
-                                dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
-                                                               v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
-                                                               v0[ic, 1], v0[ic, 2]) - half
-                                if dist > limit:
+                                # bounding spheres first: no point of the segment is nearer the midpoint
+                                # than half its length, no point of the triangle farther from its centre
+                                # than rad (a lower bound of the distance, a few flops)
+                                if math.sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
+                                             + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
                                     continue
+                                ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
                                 if half > 0.5 * limit:
-                                    # the triangle's bounding sphere against the segment first (cheap)
+                                    # long segment: the triangle's bounding sphere against the segment
+                                    # (cheap), then the exact segment-triangle distance
                                     if point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
                                                               seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
                                                               seg_b[q, 2]) - rad[b] > limit:
@@ -191,8 +191,14 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
                                         seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
                                         v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
                                         v0[ic, 1], v0[ic, 2])
-                                    if dist > limit:
-                                        continue
+                                else:
+                                    # short segment: the midpoint's distance minus the half length bounds
+                                    # the segment's from below (d0 is only used as a bound)
+                                    dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
+                                                                   v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                                                   v0[ic, 1], v0[ic, 2]) - half
+                                if dist > limit:
+                                    continue
                                 if count == cap:
                                     cap *= 2
                                     grown = np.empty(cap, dtype=np.int64)
@@ -306,8 +312,8 @@ def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tr
 @njit(**_JIT_PARALLEL)
 def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, offsets, cand, d0, tris,
                                v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, center, rad, lost,
-                               only_lost, hit, res, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k,
-                               offset):
+                               only_lost, hit, res, clear, clear_pos, clear_t, c_vertex, c_normal, c_point, c_radius,
+                               c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
     A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
@@ -327,7 +333,14 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     motion`` from every triangle cannot have touched the surface at any time of this frame, so
     it is still on its frame-start side and needs no contact; the scan only looks for a
     triangle within that distance (bounding-sphere rejection first).
-    Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count).
+    Clearance cache (conservative advancement): ``clear[i]`` is a lower bound of the vertex's
+    distance to the surface when it stood at ``clear_pos[i]`` at frame time ``clear_t[i]``; the
+    distance can since have shrunk by at most ``|x - clear_pos| + motion (t_end - clear_t)``. While
+    that bound stays beyond contact reach (2 radius + travel) the vertex cannot touch nor have
+    crossed the surface, and the scan is skipped: a falling cloth scans only the vertices about to
+    land. ``clear < 0`` forces a scan (the caller resets it every frame).
+    Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
+    count of vertices whose scan the clearance cache skipped).
     """
     n = x_pred.shape[0]
     for i in prange(n):
@@ -338,9 +351,15 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         if inv_mass[i] == 0.0:
             continue
         p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
+        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
+        if clear[i] >= 0.0:
+            bound = clear[i] - math.sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
+                                         + (p2 - clear_pos[i, 2]) ** 2) - motion * (t_end - clear_t[i])
+            if bound > 2.0 * radius + travel:
+                hit[i] = -1  # skipped: counted below
+                continue
         dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
                                      seg_b[i, 2]) + base_shift[i] + motion * t_end
-        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
         outside = r_built[i] - dev  # every triangle not in the list is at least this far
         best_t = -1
         d2 = 1e300
@@ -352,7 +371,15 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         found = math.sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
+            clear[i] = -1.0
             continue
+        # nearest listed triangle (or none within limit), and no unlisted one nearer than outside
+        clear[i] = max(min(found if best_t >= 0 else limit, outside), 0.0) if offsets[i + 1] > offsets[i] \
+            else max(outside, 0.0)
+        clear_pos[i, 0] = p0
+        clear_pos[i, 1] = p1
+        clear_pos[i, 2] = p2
+        clear_t[i] = t_end
         if best_t < 0:
             continue
         t = best_t
@@ -391,15 +418,18 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         res[i, 8] = q2 - (u * sa2 + v * sb2 + w * sc2)
     count = offset
     n_lost = 0
+    n_skipped = 0
     for i in range(n):
         if lost[i]:
             n_lost += 1
-        if hit[i] == 0:
+        if hit[i] == -1:
+            n_skipped += 1
+        if hit[i] != 1:
             continue
         count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
                              res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
                              c_disp, c_mu_s, c_mu_k)
-    return count, n_lost
+    return count, n_lost, n_skipped
 
 
 @njit(**_JIT)

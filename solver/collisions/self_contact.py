@@ -148,6 +148,69 @@ def _projected_inside(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2, tolerance)
     return v >= -tolerance and w >= -tolerance and 1.0 - v - w >= -tolerance
 
 
+@njit(inline="always", **_JIT)
+def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
+    """Side (+1 / -1) of a vertex-triangle pair to repel this substep, 0 when it is out of reach.
+
+    Kept when the vertex is within ``2 thickness + travel`` of the triangle at the substep start
+    or the prediction and projects onto the face (not beside it in its plane); the side is the
+    side of the triangle's plane the vertex was on at the substep start.
+    """
+    ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+    travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+                       + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+    limit = 2.0 * thickness + travel
+    # cheap rejection: the triangle's bounding sphere (at the prediction) is out of reach
+    g0 = (x_pred[ia, 0] + x_pred[ib, 0] + x_pred[ic, 0]) / 3.0
+    g1 = (x_pred[ia, 1] + x_pred[ib, 1] + x_pred[ic, 1]) / 3.0
+    g2 = (x_pred[ia, 2] + x_pred[ib, 2] + x_pred[ic, 2]) / 3.0
+    rad2 = max((x_pred[ia, 0] - g0) ** 2 + (x_pred[ia, 1] - g1) ** 2 + (x_pred[ia, 2] - g2) ** 2,
+               (x_pred[ib, 0] - g0) ** 2 + (x_pred[ib, 1] - g1) ** 2 + (x_pred[ib, 2] - g2) ** 2,
+               (x_pred[ic, 0] - g0) ** 2 + (x_pred[ic, 1] - g1) ** 2 + (x_pred[ic, 2] - g2) ** 2)
+    dg = math.sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
+    # the start position is within travel + the triangle's own travel of the prediction
+    tri_travel = max(math.sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
+                               + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
+                     math.sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
+                               + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
+                     math.sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
+                               + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
+    if dg - math.sqrt(rad2) > limit + travel + tri_travel:
+        return 0.0
+    u, v, w = closest_on_triangle(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
+                                  x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2],
+                                  x_pred[ic, 0], x_pred[ic, 1], x_pred[ic, 2])
+    e0 = x_pred[i, 0] - (u * x_pred[ia, 0] + v * x_pred[ib, 0] + w * x_pred[ic, 0])
+    e1 = x_pred[i, 1] - (u * x_pred[ia, 1] + v * x_pred[ib, 1] + w * x_pred[ic, 1])
+    e2 = x_pred[i, 2] - (u * x_pred[ia, 2] + v * x_pred[ib, 2] + w * x_pred[ic, 2])
+    dist_pred = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    # substep start: side and distance
+    u, v, w = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0],
+                                  x_start[ia, 1], x_start[ia, 2], x_start[ib, 0], x_start[ib, 1],
+                                  x_start[ib, 2], x_start[ic, 0], x_start[ic, 1], x_start[ic, 2])
+    e0 = x_start[i, 0] - (u * x_start[ia, 0] + v * x_start[ib, 0] + w * x_start[ic, 0])
+    e1 = x_start[i, 1] - (u * x_start[ia, 1] + v * x_start[ib, 1] + w * x_start[ic, 1])
+    e2 = x_start[i, 2] - (u * x_start[ia, 2] + v * x_start[ib, 2] + w * x_start[ic, 2])
+    dist_start = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    if min(dist_start, dist_pred) > limit:
+        return 0.0
+    n0, n1, n2 = triangle_normal(x_start[ia, 0], x_start[ia, 1], x_start[ia, 2], x_start[ib, 0],
+                                 x_start[ib, 1], x_start[ib, 2], x_start[ic, 0], x_start[ic, 1],
+                                 x_start[ic, 2])
+    if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
+        return 0.0
+    side = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
+    # only a vertex over the face (not beside it in its plane) is pushed along the face normal
+    if not (_projected_inside(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0], x_start[ia, 1],
+                              x_start[ia, 2], x_start[ib, 0], x_start[ib, 1], x_start[ib, 2],
+                              x_start[ic, 0], x_start[ic, 1], x_start[ic, 2], 0.1)
+            or _projected_inside(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
+                                 x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2], x_pred[ic, 0],
+                                 x_pred[ic, 1], x_pred[ic, 2], 0.1)):
+        return 0.0
+    return side
+
+
 @njit(**_JIT)
 def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, table_size, excl_offsets, excl):
     """Vertex-triangle pairs for self-collision repulsion this substep.
@@ -187,59 +250,11 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
                 continue
             if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
                 continue
-            travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                               + (x_pred[i, 2] - x_start[i, 2]) ** 2)
-            limit = 2.0 * thickness + travel
-            # cheap rejection: the triangle's bounding sphere (at the prediction) is out of reach
-            g0 = (x_pred[ia, 0] + x_pred[ib, 0] + x_pred[ic, 0]) / 3.0
-            g1 = (x_pred[ia, 1] + x_pred[ib, 1] + x_pred[ic, 1]) / 3.0
-            g2 = (x_pred[ia, 2] + x_pred[ib, 2] + x_pred[ic, 2]) / 3.0
-            rad2 = max((x_pred[ia, 0] - g0) ** 2 + (x_pred[ia, 1] - g1) ** 2 + (x_pred[ia, 2] - g2) ** 2,
-                       (x_pred[ib, 0] - g0) ** 2 + (x_pred[ib, 1] - g1) ** 2 + (x_pred[ib, 2] - g2) ** 2,
-                       (x_pred[ic, 0] - g0) ** 2 + (x_pred[ic, 1] - g1) ** 2 + (x_pred[ic, 2] - g2) ** 2)
-            dg = math.sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
-            # the start position is within travel + the triangle's own travel of the prediction
-            tri_travel = max(math.sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
-                                       + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
-                             math.sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
-                                       + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
-                             math.sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
-                                       + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
-            if dg - math.sqrt(rad2) > limit + travel + tri_travel:
-                continue
             if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
                     _is_excluded(i, ic, excl_offsets, excl):
                 continue  # topological neighbours (two hops): touching at rest, not a collision
-            u, v, w = closest_on_triangle(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
-                                          x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2],
-                                          x_pred[ic, 0], x_pred[ic, 1], x_pred[ic, 2])
-            e0 = x_pred[i, 0] - (u * x_pred[ia, 0] + v * x_pred[ib, 0] + w * x_pred[ic, 0])
-            e1 = x_pred[i, 1] - (u * x_pred[ia, 1] + v * x_pred[ib, 1] + w * x_pred[ic, 1])
-            e2 = x_pred[i, 2] - (u * x_pred[ia, 2] + v * x_pred[ib, 2] + w * x_pred[ic, 2])
-            dist_pred = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-            # substep start: side and distance
-            u, v, w = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0],
-                                          x_start[ia, 1], x_start[ia, 2], x_start[ib, 0], x_start[ib, 1],
-                                          x_start[ib, 2], x_start[ic, 0], x_start[ic, 1], x_start[ic, 2])
-            e0 = x_start[i, 0] - (u * x_start[ia, 0] + v * x_start[ib, 0] + w * x_start[ic, 0])
-            e1 = x_start[i, 1] - (u * x_start[ia, 1] + v * x_start[ib, 1] + w * x_start[ic, 1])
-            e2 = x_start[i, 2] - (u * x_start[ia, 2] + v * x_start[ib, 2] + w * x_start[ic, 2])
-            dist_start = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-            if min(dist_start, dist_pred) > limit:
-                continue
-            n0, n1, n2 = triangle_normal(x_start[ia, 0], x_start[ia, 1], x_start[ia, 2], x_start[ib, 0],
-                                         x_start[ib, 1], x_start[ib, 2], x_start[ic, 0], x_start[ic, 1],
-                                         x_start[ic, 2])
-            if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
-                continue
-            side = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
-            # only a vertex over the face (not beside it in its plane) is pushed along the face normal
-            if not (_projected_inside(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0], x_start[ia, 1],
-                                      x_start[ia, 2], x_start[ib, 0], x_start[ib, 1], x_start[ib, 2],
-                                      x_start[ic, 0], x_start[ic, 1], x_start[ic, 2], 0.1)
-                    or _projected_inside(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
-                                         x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2], x_pred[ic, 0],
-                                         x_pred[ic, 1], x_pred[ic, 2], 0.1)):
+            side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
+            if side == 0.0:
                 continue
             cv[count] = i
             ct[count] = t
@@ -294,3 +309,4 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         x[ic, 0] -= wc * w * dlam * n0
         x[ic, 1] -= wc * w * dlam * n1
         x[ic, 2] -= wc * w * dlam * n2
+
