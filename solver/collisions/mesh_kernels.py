@@ -247,19 +247,25 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
     candidate is also skipped without the closest-point computation when its bounding sphere
     (centroid and radius at the frame start, grown by the collider's motion up to t_frac) is
     farther than both the best distance so far and ``limit`` (pass ``math.inf`` for none).
+
+    Also returns ``lower``, a lower bound of the distance to every listed triangle that was not
+    measured (bounding sphere or sorted-list bound), for the narrow phase's clearance cache.
     """
     best = 1e300
     best_d = 1e300
     best_t = -1
     bu = bv = bw = 0.0
+    lower = 1e300
     grow = motion * t_frac
     for s in range(offsets[i], offsets[i + 1]):
         bound = min(best_d, limit)
         if d0[s] - shift > bound:
+            lower = min(lower, d0[s] - shift)  # every later candidate is at least this far
             break
         t = cand[s]
         g = math.sqrt((p0 - center[t, 0]) ** 2 + (p1 - center[t, 1]) ** 2 + (p2 - center[t, 2]) ** 2)
         if g - rad[t] - grow > bound:
+            lower = min(lower, g - rad[t] - grow)
             continue
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
         a0 = verts[ia, 0] + t_frac * (v1[ia, 0] - verts[ia, 0])
@@ -281,7 +287,9 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
             best_d = math.sqrt(d2)
             best_t = t
             bu, bv, bw = u, v, w
-    return best_t, bu, bv, bw, best
+        else:
+            lower = min(lower, math.sqrt(d2))  # measured but not kept: still a bound
+    return best_t, bu, bv, bw, best, lower
 
 
 @njit(**_JIT_PARALLEL)
@@ -294,7 +302,7 @@ def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tr
             continue
         shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
                                        seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
-        t, u, v, w, d2 = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1,
+        t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1,
                                               shift, math.inf, center, rad, 0.0)
         if t < 0:
             continue
@@ -363,19 +371,19 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         outside = r_built[i] - dev  # every triangle not in the list is at least this far
         best_t = -1
         d2 = 1e300
+        lower = 1e300
         u = v = w = 0.0
         if offsets[i + 1] > offsets[i]:
             limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
-            best_t, u, v, w, d2 = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, dev,
+            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, dev,
                                                        limit, center, rad, motion)
         found = math.sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
             clear[i] = -1.0
             continue
-        # nearest listed triangle (or none within limit), and no unlisted one nearer than outside
-        clear[i] = max(min(found if best_t >= 0 else limit, outside), 0.0) if offsets[i + 1] > offsets[i] \
-            else max(outside, 0.0)
+        # the nearest measured triangle, bounds of the unmeasured listed ones, and of the unlisted
+        clear[i] = max(min(found, lower, outside), 0.0)
         clear_pos[i, 0] = p0
         clear_pos[i, 1] = p1
         clear_pos[i, 2] = p2
