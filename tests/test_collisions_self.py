@@ -79,3 +79,25 @@ def test_fold_without_self_collision_lands_inside_the_other_layer():
 def test_self_collision_is_off_by_default():
     contacts = Colliders([Plane()])
     assert contacts.self_collision is None
+
+
+def test_two_hop_exclusion_lists_match_the_squared_adjacency_matrix():
+    """The vertices excluded from self-collision with vertex i are exactly those reachable in one
+    or two mesh hops: the nonzeros of row i of A + A^2 (scipy sparse), i itself left out."""
+    from scipy.sparse import coo_matrix
+
+    from selvedge.solver.collisions.self_contact import two_hop_lists
+
+    rng = np.random.default_rng(3)
+    pos, faces, _ = grid_mesh(9, 7, 1.0, 1.0)
+    faces = np.asarray(faces)
+    faces = faces[rng.permutation(len(faces))[: len(faces) - 5]]  # holes and boundary vertices
+    n = len(pos)
+    e = np.unique(np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1), axis=0)
+    adjacency = coo_matrix((np.ones(2 * len(e)), (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])),
+                           shape=(n, n)).tocsr()
+    reach = (adjacency + adjacency @ adjacency).tolil()
+    offsets, flat = two_hop_lists(n, np.ascontiguousarray(e))
+    for i in range(n):
+        expected = sorted(set(reach.rows[i]) - {i})
+        assert list(flat[offsets[i]:offsets[i + 1]]) == expected

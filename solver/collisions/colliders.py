@@ -71,27 +71,6 @@ def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
 
 
-def _two_hop_lists(n: int, triangles: np.ndarray):
-    """CSR lists of the vertices within two mesh hops of each vertex (excluding itself)."""
-    e = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
-    e = np.concatenate([e, e[:, ::-1]])
-    e = np.unique(e, axis=0)
-    ring = [[] for _ in range(n)]
-    for a, b in e:
-        ring[a].append(b)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    lists = []
-    for i in range(n):
-        near = set(ring[i])
-        for j in ring[i]:
-            near.update(ring[j])
-        near.discard(i)
-        lists.append(sorted(near))
-        offsets[i + 1] = offsets[i] + len(near)
-    flat = np.fromiter((j for lst in lists for j in lst), dtype=np.int64, count=int(offsets[-1]))
-    return offsets, flat
-
-
 class _MeshState:
     def __init__(self, mesh: TriangleMesh):
         self.mesh = mesh
@@ -420,7 +399,9 @@ class Colliders(ContactHandler):
         tris = self._self_tris
         if tris.max() >= n:
             raise ClothInputError(f"cloth_triangles index {int(tris.max())} but the cloth has {n} vertices")
-        self._excl_offsets, self._excl = _two_hop_lists(n, tris)
+        edges = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1),
+                          axis=0)
+        self._excl_offsets, self._excl = self_contact.two_hop_lists(n, np.ascontiguousarray(edges))
         edge = np.linalg.norm(x[tris[:, 1]] - x[tris[:, 0]], axis=1)
         self._self_cell = max(2.0 * self.self_thickness, float(edge.mean()))
         self._self_table = _next_pow2(2 * max(n, tris.shape[0]))

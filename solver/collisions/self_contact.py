@@ -18,6 +18,61 @@ from .mesh_kernels import swept_triangle_boxes
 # ----------------------------------------------------------------------------------------------
 # Self-collision: particle-particle (spatial hash, cell = 2 r) and vertex-triangle repulsion.
 # ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def two_hop_lists(n, edges):
+    """CSR (offsets, sorted lists) of the vertices within two mesh hops of each vertex, itself
+    excluded; ``edges`` (E, 2) unique undirected mesh edges."""
+    degree = np.zeros(n + 1, dtype=np.int64)
+    for e in range(edges.shape[0]):
+        degree[edges[e, 0] + 1] += 1
+        degree[edges[e, 1] + 1] += 1
+    for i in range(n):
+        degree[i + 1] += degree[i]
+    ring = np.empty(degree[n], dtype=np.int64)
+    fill = degree[:n].copy()
+    for e in range(edges.shape[0]):
+        a, b = edges[e, 0], edges[e, 1]
+        ring[fill[a]] = b
+        fill[a] += 1
+        ring[fill[b]] = a
+        fill[b] += 1
+    mark = np.full(n, -1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):  # count, then fill
+        mark[i] = i
+        count = 0
+        for s in range(degree[i], degree[i + 1]):
+            j = ring[s]
+            if mark[j] != i:
+                mark[j] = i
+                count += 1
+            for r in range(degree[j], degree[j + 1]):
+                k = ring[r]
+                if mark[k] != i:
+                    mark[k] = i
+                    count += 1
+        offsets[i + 1] = offsets[i] + count
+    flat = np.empty(offsets[n], dtype=np.int64)
+    mark[:] = -1
+    for i in range(n):
+        mark[i] = i
+        pos = offsets[i]
+        for s in range(degree[i], degree[i + 1]):
+            j = ring[s]
+            if mark[j] != i:
+                mark[j] = i
+                flat[pos] = j
+                pos += 1
+            for r in range(degree[j], degree[j + 1]):
+                k = ring[r]
+                if mark[k] != i:
+                    mark[k] = i
+                    flat[pos] = k
+                    pos += 1
+        flat[offsets[i]:pos].sort()
+    return offsets, flat
+
+
 @njit(inline="always", **_JIT)
 def _is_excluded(i, j, excl_offsets, excl):
     for s in range(excl_offsets[i], excl_offsets[i + 1]):
