@@ -377,18 +377,21 @@ class Colliders(ContactHandler):
                                         tris, m.v0, m.center, m.rad)
 
     def _requery(self, m, x_start, x_pred, t_end, h):
-        """New candidate lists for the vertices the narrow phase flagged ``lost``: a ball around
-        the prediction of radius substep travel + margin + collider motion (enough for this
-        substep; a vertex that leaves it later in the frame is flagged and re-queried again)."""
+        """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from
+        the prediction along the substep's velocity to the end of the frame, of radius substep
+        travel + margin + collider motion + the deflection allowance of that remaining path (a
+        vertex that still leaves it later in the frame is flagged and re-queried again)."""
         lost = m.lost
-        travel = np.sqrt(((x_pred - x_start) ** 2).sum(axis=1))
+        step = x_pred - x_start
+        travel = np.sqrt((step ** 2).sum(axis=1))
         remaining = (1.0 - t_end) * self._frame_dt
+        seg_end = x_pred + step * (remaining / h)
         pad = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
         radius = self.cloth_thickness + m.mesh.thickness
-        offsets, cand, d0 = self._query(m, x_pred, x_pred, pad, radius, lost)
+        offsets, cand, d0 = self._query(m, x_pred, seg_end, pad, radius, lost)
         m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
         m.seg_a[lost] = x_pred[lost]
-        m.seg_b[lost] = x_pred[lost]
+        m.seg_b[lost] = seg_end[lost]
         m.mark[lost] = m.cum_motion
         m.base_shift[lost] = 0.0
         m.r_built[lost] = pad[lost] + radius
