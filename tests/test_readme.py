@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 2, "the README has the API example and the bake example"
+    assert len(blocks) == 3, "the README has the API example, the bake example and the collision example"
     (tmp_path / "devtools").symlink_to(ROOT / "devtools", target_is_directory=True)
     monkeypatch.chdir(tmp_path)  # the examples use paths relative to the repository root
     monkeypatch.setattr("sys.path", list(__import__("sys").path))
@@ -17,6 +17,11 @@ def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
+    # Collision example (last block): the sheet rests on the moving ball at the contact gap, 4 mm.
+    gap = namespace["gap"]
+    assert 0.004 - 1e-3 <= gap <= 0.004 + 1e-3, gap
+    assert f"closest cloth vertex {1000 * gap:.1f} mm from the ball" in out
+    exec(compile(blocks[0], "README.md", "exec"), namespace)  # the API example's names again
     cloth, diag = namespace["cloth"], namespace["diag"]
     assert diag.frame == 24 and cloth.frame == 24
     # The slid corner is exactly at its last target (hard pins are kinematic).
