@@ -18,6 +18,24 @@ from .mesh_kernels import swept_triangle_boxes
 # ----------------------------------------------------------------------------------------------
 # Self-collision: particle-particle (spatial hash, cell = 2 r) and vertex-triangle repulsion.
 # ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def _two_hop_ring(i, degree, ring, mark, out, pos):
+    """Visit the vertices one or two hops from i once each (``mark``); write them to ``out``
+    from ``pos`` on unless ``pos < 0``. Returns how many there are."""
+    mark[i] = i
+    count = 0
+    for s in range(degree[i], degree[i + 1]):
+        j = ring[s]
+        for r in range(degree[j] - 1, degree[j + 1]):
+            k = j if r < degree[j] else ring[r]  # j itself, then its neighbours
+            if mark[k] != i:
+                mark[k] = i
+                if pos >= 0:
+                    out[pos + count] = k
+                count += 1
+    return count
+
+
 @njit(**_JIT)
 def two_hop_lists(n, edges):
     """CSR (offsets, sorted lists) of the vertices within two mesh hops of each vertex, itself
@@ -38,38 +56,14 @@ def two_hop_lists(n, edges):
         fill[b] += 1
     mark = np.full(n, -1, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
+    counted = np.empty(0, dtype=np.int64)
     for i in range(n):  # count, then fill
-        mark[i] = i
-        count = 0
-        for s in range(degree[i], degree[i + 1]):
-            j = ring[s]
-            if mark[j] != i:
-                mark[j] = i
-                count += 1
-            for r in range(degree[j], degree[j + 1]):
-                k = ring[r]
-                if mark[k] != i:
-                    mark[k] = i
-                    count += 1
-        offsets[i + 1] = offsets[i] + count
+        offsets[i + 1] = offsets[i] + _two_hop_ring(i, degree, ring, mark, counted, -1)
     flat = np.empty(offsets[n], dtype=np.int64)
     mark[:] = -1
     for i in range(n):
-        mark[i] = i
-        pos = offsets[i]
-        for s in range(degree[i], degree[i + 1]):
-            j = ring[s]
-            if mark[j] != i:
-                mark[j] = i
-                flat[pos] = j
-                pos += 1
-            for r in range(degree[j], degree[j + 1]):
-                k = ring[r]
-                if mark[k] != i:
-                    mark[k] = i
-                    flat[pos] = k
-                    pos += 1
-        flat[offsets[i]:pos].sort()
+        _two_hop_ring(i, degree, ring, mark, flat, offsets[i])
+        flat[offsets[i]:offsets[i + 1]].sort()
     return offsets, flat
 
 
