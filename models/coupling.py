@@ -8,7 +8,8 @@ XPBD budget it was trained against, and ``r_v`` with ``r_v dt`` the same for vel
 
 * ``"B"`` (acceleration residual, 002 sec. 2.2/3): the solver's ``acceleration_hook`` adds a
   learned acceleration to gravity in every substep's prediction, then XPBD projects as usual.
-  The network runs once per frame; the per-substep accelerations follow a linear ramp
+  The network runs once per frame (its world edges come from the cloth's contact handler, queried
+  at the frame start: ``models.graph.world_edges``); the per-substep accelerations follow a linear ramp
   (:func:`substep_schedule`) whose integral over the frame is exactly ``r_x dt^2`` in position
   and ``r_v dt`` in velocity. Velocities come from positions, so they stay consistent (002 sec. 3).
 * ``"residual"`` (001 sec. 9.4): XPBD runs the cheap budget untouched, the correction
@@ -35,7 +36,7 @@ import numpy as np
 
 from ..solver import kernels as kn
 from ..solver.errors import SimulationError
-from .graph import graph_from_cloth, model_inputs
+from .graph import collider_state, graph_from_cloth, model_inputs, world_edges
 from .runtime import LearnedModel
 
 MODES = ("off", "B", "residual")
@@ -70,6 +71,8 @@ class FrameRecord:
     strain_p95: float
     kinetic_energy_j: float
     solver: dict = field(default_factory=dict)
+    #: world edges (collider surface -> vertex) the network saw this frame
+    world_edges: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -104,6 +107,7 @@ class LearnedCoupling:
         self._sub = None  # (x_start, x_pred) of the current substep, for r_proj
         self._r_num = self._r_den = 0.0
         self._cheap = None
+        self._world = None  # this frame's world edges (collider query at the frame start)
         self.fault_injection = None  # tests: callable(np.ndarray) -> np.ndarray applied to raw outputs
         cloth.acceleration_hook = self._acceleration_hook
         cloth.proposal_hook = self._proposal_hook
@@ -141,7 +145,10 @@ class LearnedCoupling:
     # -- network ------------------------------------------------------------------------------
     def _predict(self, x, v, frame_dt):
         t0 = time.perf_counter()
-        feed = model_inputs(self.graph, x, v, frame_dt)
+        world = self._world
+        if world is None:
+            world = world_edges(collider_state(self.cloth.contact_handler), x, v, frame_dt, self._free)
+        feed = model_inputs(self.graph, x, v, frame_dt, world=world)
         r = self.model.run(feed)
         if self.fault_injection is not None:
             r = self.fault_injection(r)
@@ -171,6 +178,13 @@ class LearnedCoupling:
         self._network_ms, self._r_num, self._r_den, self._sub, self._frame_accel = 0.0, 0.0, 0.0, None, None
         self._cheap = None
         t0 = time.perf_counter()
+        # world edges from the frame-start state and the colliders' frame-start/end poses (after cloth.step
+        # the handler's start pose has moved on to the frame end, so the query is taken now)
+        self._world = None
+        if self.active and self.mode != "off":
+            tw = time.perf_counter()
+            self._world = world_edges(collider_state(cloth.contact_handler), x_t, v_t, fdt, self._free)
+            self._network_ms += 1e3 * (time.perf_counter() - tw)  # feature building counts as network time
         try:
             diag = cloth.step(pin_targets, frame_dt)
         except SimulationError as exc:
@@ -178,6 +192,7 @@ class LearnedCoupling:
                 raise
             self._disable(f"the frame failed with the network on ({exc})")
             self._network_ms, self._r_num, self._r_den, self._sub = 0.0, 0.0, 0.0, None
+            self._world = None
             t0 = time.perf_counter()
             diag = cloth.step(pin_targets, frame_dt)
         self._close_substep(cloth.x)
@@ -191,7 +206,8 @@ class LearnedCoupling:
         rec = FrameRecord(frame=cloth.frame, mode=self.mode, network_active=was_active and self.active, r_proj=r_proj,
                           network_ms=self._network_ms, solver_ms=solver_ms, strain_max=strain_max,
                           strain_p95=float(np.percentile(strain, 95)) if strain.size else 0.0,
-                          kinetic_energy_j=ke, solver=diag.to_dict())
+                          kinetic_energy_j=ke, solver=diag.to_dict(),
+                          world_edges=0 if self._world is None else int(self._world[0].shape[0]))
         if self.active:
             self._check_anomalies(rec, ke_prev)
             if not self.active and self._cheap is not None:

@@ -11,8 +11,18 @@ padded per-node incidence table (``incidence[i, k]`` is the id of the k-th edge 
 node ``i``; unused slots point at a zero pad row with id ``E``). This is deterministic in
 onnxruntime and fast on CPU, unlike ScatterND(add) (see the network issue).
 
-World edges (radius query to collider surfaces / non-adjacent cloth vertices) are not built in
-this version: the shipped model has mesh edges only (see models/README.md, known limits).
+World edges (issue 5): for every cloth vertex and every analytic collider (plane, sphere,
+capsule, box of a :class:`selvedge.solver.collisions.Colliders` contact handler) whose surface
+lies within :data:`WORLD_RADIUS_M` of the vertex, one world edge from the closest surface point
+(the sender, not a graph node) to the vertex (the receiver). Its features are relative only:
+the vector from the vertex to the closest surface point, its length, the signed distance to the
+shape (negative inside), the gap the contact keeps (cloth thickness + collider skin) and the
+surface point's velocity relative to the vertex's. The closest point is taken at the frame-start
+pose; the surface velocity is that material point's displacement from the frame-start to the
+frame-end pose divided by the frame time. World messages are summed onto the receiving vertex
+with the same Gather + ReduceSum over a padded table (``world_incidence``, pad id W). A cloth
+without colliders (or with mesh/SDF colliders only, which are not queried in this version) gets
+zero world edges: ``world_edge_features`` (0, N_WORLD) and a table of pad ids.
 """
 from __future__ import annotations
 
@@ -37,8 +47,20 @@ EDGE_FEATURES = (
     "world_dx", "world_dy", "world_dz", "world_len",   # x_receiver - x_sender (world space), m
     "strain",                                          # world_len / rest_len - 1
 )
+#: World-edge feature layout (collider surface -> cloth vertex); ONNX input ``world_edge_features``.
+WORLD_EDGE_FEATURES = (
+    "to_surface_x", "to_surface_y", "to_surface_z",   # q - x_i: vertex to closest collider surface point, m
+    "to_surface_len",                                  # |q - x_i|, m
+    "signed_distance",                                 # signed distance of x_i to the shape (negative inside), m
+    "contact_gap",                                     # cloth thickness + collider skin kept by the contact, m
+    "rel_vel_x", "rel_vel_y", "rel_vel_z",             # surface point velocity - vertex velocity, m/s
+)
 N_NODE = len(NODE_FEATURES)
 N_EDGE = len(EDGE_FEATURES)
+N_WORLD = len(WORLD_EDGE_FEATURES)
+#: Radius of the world-edge query (m): a vertex gets an edge to every collider whose surface is
+#: closer than this (signed distance <= radius, so penetrating vertices are always included).
+WORLD_RADIUS_M = 0.05
 
 
 @dataclass
@@ -170,8 +192,130 @@ def edge_features(graph: MeshGraph, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def model_inputs(graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float) -> dict[str, np.ndarray]:
-    """The ONNX model's input feed for one state."""
+# -- world edges --------------------------------------------------------------------------------
+
+PLANE, SPHERE, CAPSULE, BOX = 0, 1, 2, 3  # = solver.collisions.analytic kinds (SDF = 4 is not queried)
+
+
+@dataclass
+class ColliderState:
+    """Analytic colliders as arrays, at the frame start (pos0, rot0) and end (pos1, rot1)."""
+
+    kind: np.ndarray   # (K,) int64
+    dims: np.ndarray   # (K,3)
+    pos0: np.ndarray   # (K,3)
+    rot0: np.ndarray   # (K,4) quaternion (w, x, y, z)
+    pos1: np.ndarray
+    rot1: np.ndarray
+    gap: np.ndarray    # (K,) cloth thickness + collider skin, m
+
+    @classmethod
+    def empty(cls) -> "ColliderState":
+        z = np.zeros((0, 3))
+        return cls(np.zeros(0, np.int64), z, z, np.zeros((0, 4)), z, np.zeros((0, 4)), np.zeros(0))
+
+
+def collider_state(handler) -> ColliderState | None:
+    """The analytic proxies of a contact handler (``Colliders``), or None when it has none."""
+    kind = getattr(handler, "kind", None)
+    if handler is None or kind is None or len(kind) == 0:
+        return None
+    keep = np.flatnonzero(np.asarray(kind) <= BOX)
+    if keep.size == 0:
+        return None
+    return ColliderState(np.asarray(kind)[keep].astype(np.int64), handler.dims[keep].copy(), handler.pos0[keep].copy(),
+                         handler.rot0[keep].copy(), handler.pos1[keep].copy(), handler.rot1[keep].copy(),
+                         float(handler.cloth_thickness) + handler.skin[keep])
+
+
+def _rotate(q, v):
+    """Rotate the rows of v (P,3) by the unit quaternion q (w, x, y, z)."""
+    w, u = q[0], np.asarray(q[1:])
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def local_closest(kind: int, dims, p):
+    """Closest surface point of an analytic shape in its local frame: (signed distance (P,), point (P,3)).
+
+    Same shapes and conventions as ``solver.collisions.analytic.local_closest`` (plane z = 0 solid
+    below; sphere radius a; capsule radius a, half length b along z; box half extents a, b, c).
+    """
+    a, b, c = dims
+    if kind == PLANE:
+        q = p.copy()
+        q[:, 2] = 0.0
+        return p[:, 2].copy(), q
+    if kind in (SPHERE, CAPSULE):
+        core = np.zeros_like(p)
+        if kind == CAPSULE:
+            core[:, 2] = np.clip(p[:, 2], -b, b)
+        d = p - core
+        r = np.linalg.norm(d, axis=1)
+        n = np.where(r[:, None] > 1e-12, d / np.maximum(r, 1e-12)[:, None], np.array([0.0, 0.0, 1.0]))
+        return r - a, core + a * n
+    ext = np.array([a, b, c])
+    q = np.clip(p, -ext, ext)
+    d = np.linalg.norm(p - q, axis=1)
+    inside = d <= 0.0
+    if inside.any():  # nearest face
+        pi = p[inside]
+        f = ext - np.abs(pi)
+        axis = np.argmin(f, axis=1)
+        qi = pi.copy()
+        rows = np.arange(pi.shape[0])
+        qi[rows, axis] = np.where(pi[rows, axis] >= 0.0, 1.0, -1.0) * ext[axis]
+        q[inside] = qi
+        d[inside] = -f[rows, axis]
+    return d, q
+
+
+def world_edges(colliders: ColliderState | None, x: np.ndarray, v: np.ndarray, frame_dt: float,
+                free: np.ndarray | None = None, radius: float = WORLD_RADIUS_M):
+    """World edges of the state (x, v): (receivers (W,) int64, features (W, N_WORLD) float32).
+
+    Only free vertices (``free``) receive world edges; kinematic ones are moved by their pins.
+    """
+    if colliders is None or len(colliders.kind) == 0:
+        return np.zeros(0, np.int64), np.zeros((0, N_WORLD), np.float32)
+    x = np.asarray(x, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    rec, feats = [], []
+    cand = np.arange(x.shape[0]) if free is None else np.flatnonzero(free)
+    for k in range(len(colliders.kind)):
+        q0 = colliders.rot0[k]
+        conj0 = np.array([q0[0], -q0[1], -q0[2], -q0[3]])
+        local = _rotate(conj0, x[cand] - colliders.pos0[k])
+        phi, ql = local_closest(int(colliders.kind[k]), colliders.dims[k], local)
+        hit = phi <= radius
+        if not hit.any():
+            continue
+        idx = cand[hit]
+        q_start = colliders.pos0[k] + _rotate(q0, ql[hit])
+        q_end = colliders.pos1[k] + _rotate(colliders.rot1[k], ql[hit])
+        to = q_start - x[idx]
+        f = np.empty((idx.size, N_WORLD), np.float64)
+        f[:, 0:3] = to
+        f[:, 3] = np.linalg.norm(to, axis=1)
+        f[:, 4] = phi[hit]
+        f[:, 5] = colliders.gap[k]
+        f[:, 6:9] = (q_end - q_start) / frame_dt - v[idx]
+        rec.append(idx)
+        feats.append(f)
+    if not rec:
+        return np.zeros(0, np.int64), np.zeros((0, N_WORLD), np.float32)
+    rec = np.concatenate(rec).astype(np.int64)
+    feats = np.concatenate(feats)
+    order = np.argsort(rec, kind="stable")
+    return rec[order], feats[order].astype(np.float32)
+
+
+def model_inputs(graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float,
+                 colliders: ColliderState | None = None, world=None) -> dict[str, np.ndarray]:
+    """The ONNX model's input feed for one state. ``world``: precomputed :func:`world_edges` output."""
+    if world is None:
+        world = world_edges(colliders, x, v, frame_dt, graph.free)
+    w_rcv, w_feat = world
     return {
         "node_features": node_features(graph, np.asarray(x, dtype=np.float64), v, frame_dt),
         "edge_features": edge_features(graph, np.asarray(x, dtype=np.float64)),
@@ -179,4 +323,7 @@ def model_inputs(graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float
         "receivers": graph.receivers,
         "incidence": graph.incidence,
         "free_mask": graph.free.astype(np.float32)[:, None],
+        "world_edge_features": w_feat,
+        "world_receivers": w_rcv,
+        "world_incidence": incidence_table(w_rcv, graph.n_nodes),
     }

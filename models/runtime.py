@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .graph import EDGE_FEATURES, N_EDGE, N_NODE, NODE_FEATURES
+from .graph import EDGE_FEATURES, N_EDGE, N_NODE, N_WORLD, NODE_FEATURES, WORLD_EDGE_FEATURES
 
 #: The shipped model, written by ``python -m models.training.train``.
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "selvedge_gnn.onnx"
-MODEL_FORMAT = "selvedge-gnn-2"
+MODEL_FORMAT = "selvedge-gnn-3"
 #: Thread count the model is shipped and checked with (ONNX vs PyTorch agreement is measured here).
 DEFAULT_THREADS = 2
 EXPECTED_INPUTS = {
@@ -28,6 +28,9 @@ EXPECTED_INPUTS = {
     "receivers": ("int64", ("E",)),
     "incidence": ("int64", ("N", "K")),
     "free_mask": ("float32", ("N", 1)),
+    "world_edge_features": ("float32", ("W", N_WORLD)),
+    "world_receivers": ("int64", ("W",)),
+    "world_incidence": ("int64", ("N", "KW")),
 }
 OUTPUT_NAME = "residual"
 #: Output columns: r_x (position residual / dt^2) and r_v (velocity residual / dt), both m/s^2.
@@ -118,6 +121,8 @@ class LearnedModel:
             problems.append("node feature layout differs from this runtime's models.graph.NODE_FEATURES")
         if self.metadata.get("edge_features") not in (None, ",".join(EDGE_FEATURES)):
             problems.append("edge feature layout differs from this runtime's models.graph.EDGE_FEATURES")
+        if self.metadata.get("world_edge_features") not in (None, ",".join(WORLD_EDGE_FEATURES)):
+            problems.append("world-edge feature layout differs from this runtime's models.graph.WORLD_EDGE_FEATURES")
         if problems:
             raise ModelError(f"learned-network model {self.path} does not match this runtime: " + "; ".join(problems)
                              + f". Expected inputs {expected_inputs_text()}, output {OUTPUT_NAME} float32[N,{N_OUT}], "

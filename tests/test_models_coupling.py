@@ -133,3 +133,27 @@ def test_substep_schedule_integrates_to_the_predicted_residuals(substeps):
     assert np.allclose(x, r_x * dt * dt, rtol=1e-9, atol=1e-15)
     if substeps > 1:
         assert np.allclose(v, r_v * dt, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("mode", ["B", "residual"])
+def test_network_sees_the_colliders_of_the_contact_handler(model, mode):
+    """A cloth swinging into a sphere: the coupling queries the cloth's contact handler, the network gets
+    world edges on the frames near the sphere, and XPBD keeps every vertex outside it."""
+    from selvedge.solver.collisions import Colliders, Sphere
+    radius, centre = 0.15, np.array([0.35, -0.25, 0.2])  # 10 cm behind the hanging sheet (y = 0, z in 0..0.5)
+    col = Colliders([Sphere(radius, name="ball", position=centre)], cloth_thickness=0.004)
+    pos, faces, uv = grid_mesh(8, 6, 0.7, 0.5, plane="xz")
+    pins = np.zeros(len(pos))
+    top = np.flatnonzero(pos[:, 2] == pos[:, 2].max())
+    pins[top] = 1.0
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=8),
+                  initial_velocities=np.tile([0.0, -1.2, 0.0], (len(pos), 1)), contact_handler=col)
+    coupling = LearnedCoupling(cloth, model, mode)
+    seen = []
+    for f in range(1, 25):
+        col.set_transform("ball", centre + [0.0, 0.002 * f, 0.0])
+        rec = coupling.step()
+        seen.append(rec.world_edges)
+        assert np.linalg.norm(cloth.x - (centre + [0.0, 0.002 * f, 0.0]), axis=1).min() > radius + 0.004 - 2e-3
+    assert coupling.active, coupling.events
+    assert max(seen) > 3 and min(seen) == 0, seen

@@ -106,6 +106,7 @@ def test_missing_model_file_names_expected_inputs(tmp_path):
         LearnedModel(tmp_path / "nope.onnx")
     msg = str(err.value)
     assert "not found" in msg and "node_features" in msg and "incidence" in msg and "free_mask" in msg
+    assert "world_edge_features" in msg and "world_incidence" in msg
 
 
 def test_garbage_model_file_is_refused_clearly(tmp_path):
@@ -117,7 +118,7 @@ def test_garbage_model_file_is_refused_clearly(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,expect", [
-    (b"selvedge-gnn-2", b"selvedge-gnn-0", "format"),
+    (b"selvedge-gnn-3", b"selvedge-gnn-0", "format"),
     (b"free_mask", b"free_masq", "input 'free_mask' missing"),
 ])
 def test_mismatched_model_file_names_expected_inputs(tmp_path, old, new, expect):
@@ -135,3 +136,86 @@ def test_model_copied_elsewhere_still_loads(tmp_path):
     target = tmp_path / "copy.onnx"
     shutil.copy(DEFAULT_MODEL_PATH, target)
     assert LearnedModel(target, threads=1).provider
+
+
+# -- world edges (collider surface -> cloth vertex) ---------------------------------------------------
+def _sphere_cloth(offset=(0.0, 0.0, 0.0), radius=0.2, centre=(0.4, 0.1, 0.25), end_shift=(0.0, 0.024, 0.0)):
+    from selvedge.solver.collisions import Colliders, Sphere
+    off = np.asarray(offset, dtype=float)
+    col = Colliders([Sphere(radius, name="ball", position=np.asarray(centre) + off, thickness=0.001)],
+                    cloth_thickness=0.004)
+    col.set_transform("ball", np.asarray(centre) + off + np.asarray(end_shift))  # frame-end pose
+    pos, faces, uv = grid_mesh(9, 7, 0.8, 0.6, plane="xz")
+    pos = pos + off
+    pins = np.zeros(len(pos))
+    pins[np.argsort(-pos[:, 2])[:9]] = 1.0
+    return Cloth(pos, faces, uvs=uv, pin_weights=pins, contact_handler=col), col
+
+
+def test_world_edges_near_a_sphere_match_the_analytic_closest_point():
+    from selvedge.models.graph import WORLD_EDGE_FEATURES, WORLD_RADIUS_M, collider_state, world_edges
+    radius, centre, dt = 0.2, np.array([0.4, 0.1, 0.25]), 1 / 24
+    cloth, col = _sphere_cloth(radius=radius, centre=centre)
+    rng = np.random.default_rng(4)
+    n = cloth.x.shape[0]
+    # vertices at chosen signed distances from the sphere, in random directions
+    dirs = rng.normal(size=(n, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    dist = rng.uniform(-0.05, 0.1, size=n)
+    x = centre + dirs * (radius + dist)[:, None]
+    v = rng.normal(0, 0.3, size=(n, 3))
+    rcv, feat = world_edges(collider_state(col), x, v, dt, cloth.inv_mass > 0)
+    free = cloth.inv_mass > 0
+    expect = np.flatnonzero(free & (dist <= WORLD_RADIUS_M))
+    assert np.array_equal(np.sort(rcv), expect) and len(expect) > 5 and (dist > WORLD_RADIUS_M).any()
+    assert feat.shape == (len(expect), len(WORLD_EDGE_FEATURES)) and feat.dtype == np.float32
+    q = centre + radius * dirs[rcv]  # analytic closest surface point
+    assert np.allclose(feat[:, 0:3], q - x[rcv], atol=1e-6)
+    assert np.allclose(feat[:, 3], np.abs(dist[rcv]), atol=1e-6)
+    assert np.allclose(feat[:, 4], dist[rcv], atol=1e-6)  # signed: negative inside
+    assert (feat[:, 4] < 0).any()
+    assert np.allclose(feat[:, 5], 0.004 + 0.001)  # cloth thickness + collider skin
+    surface_velocity = np.array([0.0, 0.024, 0.0]) / dt  # the sphere translates 24 mm over the frame
+    assert np.allclose(feat[:, 6:9], surface_velocity - v[rcv], atol=1e-5)
+
+
+def test_world_edges_are_translation_invariant_and_empty_without_colliders():
+    from selvedge.models.graph import collider_state
+    a, col_a = _sphere_cloth()
+    b, col_b = _sphere_cloth(offset=(300.0, -40.0, 12.0))
+    rng = np.random.default_rng(5)
+    x = a.x + rng.normal(0, 0.05, a.x.shape)
+    x[:, 1] += 0.1  # into the sphere's radius
+    v = rng.normal(0, 0.5, a.x.shape)
+    fa = model_inputs(graph_from_cloth(a), x, v, 1 / 24, collider_state(col_a))
+    fb = model_inputs(graph_from_cloth(b), x + (b.x - a.x), v, 1 / 24, collider_state(col_b))
+    assert fa["world_edge_features"].shape[0] > 3
+    assert np.array_equal(fa["world_receivers"], fb["world_receivers"])
+    assert np.allclose(fa["world_edge_features"], fb["world_edge_features"], atol=1e-4)
+    empty = model_inputs(graph_from_cloth(hanging_cloth()), x, v, 1 / 24)
+    assert empty["world_edge_features"].shape == (0, fa["world_edge_features"].shape[1])
+    assert empty["world_receivers"].shape == (0,) and (empty["world_incidence"] == 0).all()
+
+
+def test_shipped_model_uses_world_edges_and_runs_without_them(model):
+    from selvedge.models.graph import collider_state
+    a, col_a = _sphere_cloth()
+    b, col_b = _sphere_cloth(offset=(-70.0, 5.0, 300.0))
+    x, v = random_state(a, 6)
+    x[:, 1] += 0.1
+    ga = graph_from_cloth(a)
+    with_w = model.run(model_inputs(ga, x, v, 1 / 24, collider_state(col_a)))
+    without = model.run(model_inputs(ga, x, v, 1 / 24))
+    assert np.isfinite(with_w).all() and np.isfinite(without).all()
+    assert np.abs(with_w - without).max() > 1e-4  # the collider changes the prediction
+    shifted = model.run(model_inputs(graph_from_cloth(b), x + (b.x - a.x), v, 1 / 24, collider_state(col_b)))
+    assert np.allclose(with_w, shifted, atol=1e-3 * max(1.0, np.abs(with_w).max()))
+
+
+def test_world_edge_shape_kinds_are_the_solvers():
+    """graph.py stays NumPy-only, so it repeats the solver's proxy kind numbers: they must agree."""
+    from selvedge.models import graph
+    from selvedge.solver.collisions import analytic
+
+    assert (graph.PLANE, graph.SPHERE, graph.CAPSULE, graph.BOX) == (analytic.PLANE, analytic.SPHERE,
+                                                                     analytic.CAPSULE, analytic.BOX)

@@ -4,11 +4,16 @@ Meshes: regular grids of several resolutions and aspect ratios, irregular triang
 (jittered vertices with random diagonals), a cape (pinned along one edge) and a skirt-like
 open cylinder pinned at its waist. Pins: corners, one edge, one corner, a waist ring; some pins
 move (sinusoidal sway / lift). Materials: presets with log-uniform stiffness scaling. Initial
-motion: random uniform velocity. Colliders are not included in this version (see README).
+motion: random uniform velocity. Colliders (drawn from a second random stream of the same seed,
+so the cloth part of a scene is unchanged by them): none (~25 %), a sphere, a capsule or a box
+moving sinusoidally into the cloth's swing plane and back, placed where the cloth swings or
+hangs into it, never overlapping the cloth at the start. ``make_cloth`` in teacher.py attaches
+them as a :class:`selvedge.solver.collisions.Colliders` contact handler, and
+:meth:`Scene.place_colliders` poses them for every frame (same protocol for every budget).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,6 +21,30 @@ from ...solver.materials import PRESETS, Material
 from ...solver.mesh import grid_mesh
 
 KINDS = ("grid", "irregular", "cape", "skirt")
+COLLIDER_KINDS = ("none", "sphere", "capsule", "moving_box")
+#: Gap the contacts keep between cloth vertices and collider surfaces (m), the Colliders default.
+CLOTH_THICKNESS_M = 0.004
+
+
+@dataclass
+class ColliderSpec:
+    kind: str                 # "sphere" | "capsule" | "box"
+    dims: tuple               # sphere (r,), capsule (r, half_length), box (hx, hy, hz); m
+    position: np.ndarray      # (3,) centre at t = 0, m
+    amplitude: np.ndarray     # (3,) amplitude of a sinusoidal motion, m (zero for static colliders)
+    rotation: np.ndarray      # (4,) quaternion (w, x, y, z), fixed
+    hz: float = 0.0           # frequency of that motion (it starts moving towards the cloth at t = 0)
+
+    def position_at(self, t: float) -> np.ndarray:
+        return self.position + self.amplitude * np.sin(2 * np.pi * self.hz * t)
+
+    def proxy(self, name: str):
+        from ...solver.collisions import Box, Capsule, Sphere
+        if self.kind == "sphere":
+            return Sphere(self.dims[0], name=name, position=self.position, rotation=self.rotation)
+        if self.kind == "capsule":
+            return Capsule(self.dims[0], self.dims[1], name=name, position=self.position, rotation=self.rotation)
+        return Box(self.dims, name=name, position=self.position, rotation=self.rotation)
 
 
 @dataclass
@@ -29,6 +58,48 @@ class Scene:
     v0: np.ndarray           # (3,) initial uniform velocity
     sway: np.ndarray         # (3,) amplitude (m) of the pins' sinusoidal motion
     sway_hz: float
+    colliders: list = field(default_factory=list)  # ColliderSpec, possibly empty
+
+    @property
+    def collider_kind(self) -> str:
+        if not self.colliders:
+            return "none"
+        c = self.colliders[0]
+        return "moving_box" if c.kind == "box" else c.kind
+
+    def make_colliders(self):
+        """A fresh Colliders contact handler for one Cloth, or None for a scene without colliders."""
+        if not self.colliders:
+            return None
+        from ...solver.collisions import Colliders
+        return Colliders([c.proxy(f"c{k}") for k, c in enumerate(self.colliders)], cloth_thickness=CLOTH_THICKNESS_M)
+
+    def place_colliders(self, handler, frame: int, fps: float) -> None:
+        """Pose the colliders for the step to ``frame`` (1-based): start pose at frame - 1, end pose at frame.
+
+        The start pose is set explicitly (teleport), so a cheap solver restarted from a teacher
+        state sees exactly the teacher's collider motion for that frame.
+        """
+        if handler is None:
+            return
+        for k, c in enumerate(self.colliders):
+            handler.set_transform(k, c.position_at((frame - 1) / fps), c.rotation, teleport=True)
+            handler.set_transform(k, c.position_at(frame / fps), c.rotation)
+
+    def collider_state(self, frame: int, fps: float):
+        """models.graph.ColliderState for the step from frame index ``frame`` (0-based) to ``frame + 1``."""
+        from ..graph import ColliderState, collider_state
+        if not self.colliders:
+            return None
+        kinds = {"sphere": 1, "capsule": 2, "box": 3}
+        dims = np.zeros((len(self.colliders), 3))
+        for k, c in enumerate(self.colliders):
+            dims[k, :len(c.dims)] = c.dims
+        rot = np.array([c.rotation for c in self.colliders], dtype=np.float64)
+        return ColliderState(np.array([kinds[c.kind] for c in self.colliders], dtype=np.int64), dims,
+                             np.array([c.position_at(frame / fps) for c in self.colliders]), rot,
+                             np.array([c.position_at((frame + 1) / fps) for c in self.colliders]), rot.copy(),
+                             np.full(len(self.colliders), CLOTH_THICKNESS_M))
 
     def pin_targets(self, frame: int, fps: float) -> np.ndarray:
         """(N,3) positions whose pinned rows are the pins' targets at the end of ``frame`` (1-based)."""
@@ -69,7 +140,91 @@ def _skirt(rng, n_around, n_down, radius, length):
     return pos, np.asarray(faces, dtype=np.int64)
 
 
-def make_scene(seed: int, kind: str | None = None, size_range=(8, 16)) -> Scene:
+def _quat(axis, angle):
+    axis = np.asarray(axis, dtype=np.float64)
+    axis = axis / np.linalg.norm(axis)
+    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
+
+
+def _clearance(spec: ColliderSpec, pts: np.ndarray) -> float:
+    """Smallest signed distance from the cloth vertices to the collider surface at t = 0."""
+    from ..graph import _rotate, local_closest
+    kinds = {"sphere": 1, "capsule": 2, "box": 3}
+    q = spec.rotation
+    local = _rotate(np.array([q[0], -q[1], -q[2], -q[3]]), pts - spec.position)
+    dims = np.zeros(3)
+    dims[:len(spec.dims)] = spec.dims
+    return float(local_closest(kinds[spec.kind], dims, local)[0].min())
+
+
+def make_colliders(seed: int, kind: str, pos: np.ndarray, collider: str | None = None) -> list:
+    """Random colliders for a scene whose cloth starts at ``pos``; own random stream (seed, 7)."""
+    rng = np.random.default_rng([seed, 7])
+    choice = collider or COLLIDER_KINDS[int(rng.integers(len(COLLIDER_KINDS)))]
+    if choice == "none":
+        return []
+    lo, hi = pos.min(axis=0), pos.max(axis=0)
+    if kind == "skirt":
+        radius = float(np.linalg.norm(pos[:, :2], axis=1).min())
+        length = -lo[2]
+        ang = rng.uniform(0, 2 * np.pi)
+        side = np.array([np.cos(ang), np.sin(ang), 0.0])
+        if choice == "sphere":  # a ball inside the skirt, touching range of the swinging hem
+            r = radius * rng.uniform(0.4, 0.7)
+            centre = np.array([0.0, 0.0, -length * rng.uniform(0.5, 0.8)]) + side * radius * rng.uniform(0.0, 0.3)
+            spec = ColliderSpec("sphere", (r,), centre, np.zeros(3), np.array([1.0, 0, 0, 0]))
+        elif choice == "capsule":  # a leg-like capsule inside the skirt
+            r = radius * rng.uniform(0.25, 0.5)
+            hl = length * rng.uniform(0.3, 0.5)
+            centre = np.array([0.0, 0.0, -length * 0.6]) + side * radius * rng.uniform(0.1, 0.4)
+            rot = _quat([rng.normal(), rng.normal(), 0.0], rng.uniform(0.0, 0.3))  # tilted up to 0.3 rad
+            spec = ColliderSpec("capsule", (r, hl), centre, np.zeros(3), rot)
+        else:  # a box coming in from the side at hem height
+            h = rng.uniform(0.05, 0.15, size=3)
+            centre = np.array([0.0, 0.0, -length * rng.uniform(0.5, 0.9)]) + side * (radius * 1.6 + h.max() + 0.05)
+            spec = ColliderSpec("box", tuple(h), centre, -side * rng.uniform(0.1, 0.3),
+                                _quat([0, 0, 1], rng.uniform(0, np.pi)), hz=float(rng.uniform(0.3, 0.6)))
+    else:
+        # the cloth swings about its pinned top edge (x axis) through the plane y = 0: the collider sits
+        # on the far side of that plane from the start tilt, within reach of the swing
+        tilt_side = np.sign(pos[:, 1].mean()) or 1.0
+        x = rng.uniform(lo[0] + 0.25 * (hi[0] - lo[0]), lo[0] + 0.75 * (hi[0] - lo[0]))
+        height = float(np.linalg.norm(pos[:, 1:], axis=1).max())  # hanging length
+        z = -height * rng.uniform(0.45, 0.9)
+        if choice == "sphere":
+            r = rng.uniform(0.06, 0.18)
+            spec = ColliderSpec("sphere", (r,), np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
+                                np.zeros(3), np.array([1.0, 0, 0, 0]))
+        elif choice == "capsule":
+            r = rng.uniform(0.03, 0.08)
+            hl = rng.uniform(0.1, 0.3)
+            axis = np.array([1.0, rng.normal(0, 0.3), rng.normal(0, 0.5)])  # roughly along the cloth's width
+            from ...solver.collisions.proxies import quaternion_between
+            spec = ColliderSpec("capsule", (r, hl), np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
+                                np.zeros(3), quaternion_between((0.0, 0.0, 1.0), axis))
+        else:  # a box swinging in and out of the swing plane (from the far side towards the cloth)
+            h = rng.uniform(0.05, 0.15, size=3)
+            spec = ColliderSpec("box", tuple(h), np.array([x, -tilt_side * (h.max() * 1.8 + rng.uniform(0.02, 0.15)), z]),
+                                np.array([0.0, tilt_side * rng.uniform(0.1, 0.3), rng.uniform(-0.05, 0.05)]),
+                                _quat([0, 0, 1], rng.uniform(-0.5, 0.5)), hz=float(rng.uniform(0.3, 0.6)))
+    # never overlap the cloth at the start: move the collider away from the cloth until it clears it
+    if kind == "skirt":
+        away = spec.position - np.array([0.0, 0.0, spec.position[2]])
+    else:
+        away = np.array([0.0, spec.position[1] - pos[:, 1].mean() or -1.0, 0.0])
+    n_away = away / max(np.linalg.norm(away), 1e-9)
+    for _ in range(200):
+        if _clearance(spec, pos) > CLOTH_THICKNESS_M + 0.01:
+            break
+        if kind == "skirt" and choice != "moving_box":
+            # inside the skirt: shrink instead of moving
+            spec.dims = tuple(d * 0.9 for d in spec.dims)
+        else:
+            spec.position = spec.position + 0.01 * n_away
+    return [spec]
+
+
+def make_scene(seed: int, kind: str | None = None, size_range=(8, 16), collider: str | None = None) -> Scene:
     rng = np.random.default_rng(seed)
     kind = kind or KINDS[int(rng.integers(len(KINDS)))]
     if kind == "skirt":
@@ -109,5 +264,6 @@ def make_scene(seed: int, kind: str | None = None, size_range=(8, 16)) -> Scene:
     v0 = rng.normal(0, 0.5, size=3)
     moving = rng.random() < 0.6
     sway = rng.normal(0, 0.15, size=3) if moving else np.zeros(3)
+    sway_hz = float(rng.uniform(0.3, 1.5))
     return Scene(seed=seed, kind=kind, rest=pos, faces=faces, pins=pins, material=material, v0=v0, sway=sway,
-                 sway_hz=float(rng.uniform(0.3, 1.5)))
+                 sway_hz=sway_hz, colliders=make_colliders(seed, kind, pos, collider))

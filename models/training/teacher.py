@@ -1,5 +1,9 @@
 """Teacher data: the project's own XPBD solver at a high-quality budget, deterministic (serial mode).
 
+Scenes with colliders (models/training/scenes.py) run with a Colliders contact handler at both
+budgets; the colliders are posed for every frame by ``Scene.place_colliders`` (frame-start pose
+and frame-end pose), so the cheap step from a teacher state sees the same collider motion.
+
 For every teacher frame t the cheap budget is also stepped once from the teacher state, so each
 sample holds x_t, v_t (teacher), x_{t+1}, v_{t+1} (teacher) and x^cheap_{t+1}, v^cheap_{t+1} (cheap
 budget from the teacher state); the network's targets are r_x = (x_{t+1} - x^cheap_{t+1}) / dt^2 and
@@ -36,6 +40,8 @@ PROTOCOL = {
     "solve_order": "stretch -> shear -> bend -> tethers (serial Gauss-Seidel, sweep order from pins)",
     "bending_model": ClothOptions().bending_model,
     "gravity_m_s2": [0.0, 0.0, -9.81],
+    "colliders": ("per scene: none / sphere / capsule / box moving sinusoidally (0.1-0.3 m, 0.3-0.6 Hz) (scenes.COLLIDER_KINDS), "
+                  "analytic proxies in a Colliders contact handler, cloth thickness 0.004 m, default friction"),
     "target": ("r_x = (x_teacher[t+1] - x_cheap[t+1 | teacher state t]) / frame_dt^2 and "
                "r_v = (v_teacher[t+1] - v_cheap[t+1 | teacher state t]) / frame_dt, both m/s^2"),
 }
@@ -44,7 +50,7 @@ PROTOCOL = {
 def make_cloth(scene, substeps: int, iterations: int = 1, fps: float = 24.0) -> Cloth:
     settings = SolverSettings(substeps=substeps, iterations=iterations, solve_mode="serial", fps=fps)
     return Cloth(scene.rest, scene.faces, material=scene.material, pin_weights=scene.pins, settings=settings,
-                 initial_velocities=np.tile(scene.v0, (len(scene.rest), 1)))
+                 initial_velocities=np.tile(scene.v0, (len(scene.rest), 1)), contact_handler=scene.make_colliders())
 
 
 def generate_trajectory(seed: int, frames: int, protocol: dict = PROTOCOL, kind: str | None = None) -> dict:
@@ -61,11 +67,13 @@ def generate_trajectory(seed: int, frames: int, protocol: dict = PROTOCOL, kind:
     for f in range(frames):
         targets = scene.pin_targets(f + 1, fps)
         cheap.set_positions(teacher.x, teacher.v)
+        scene.place_colliders(cheap.contact_handler, f + 1, fps)
         cheap.step(targets)
         xc[f], vc[f] = cheap.x, cheap.v
+        scene.place_colliders(teacher.contact_handler, f + 1, fps)
         teacher.step(targets)
         xs[f + 1], vs[f + 1] = teacher.x, teacher.v
-    return {"seed": seed, "kind": scene.kind, "x": xs, "v": vs, "x_cheap": xc, "v_cheap": vc, "rest": scene.rest,
+    return {"seed": seed, "kind": scene.kind, "collider": scene.collider_kind, "x": xs, "v": vs, "x_cheap": xc, "v_cheap": vc, "rest": scene.rest,
             "faces": scene.faces, "pins": scene.pins, "material": json.dumps(asdict(scene.material))}
 
 
