@@ -11,22 +11,23 @@ padded per-node incidence table (``incidence[i, k]`` is the id of the k-th edge 
 node ``i``; unused slots point at a zero pad row with id ``E``). This is deterministic in
 onnxruntime and fast on CPU, unlike ScatterND(add) (see the network issue).
 
-World edges (issue 5): for every cloth vertex and every analytic collider (plane, sphere,
-capsule, box of a :class:`selvedge.solver.collisions.Colliders` contact handler) whose surface
-lies within :data:`WORLD_RADIUS_M` of the vertex, one world edge from the closest surface point
-(the sender, not a graph node) to the vertex (the receiver). Its features are relative only:
-the vector from the vertex to the closest surface point, its length, the signed distance to the
-shape (negative inside), the gap the contact keeps (cloth thickness + collider skin) and the
-surface point's velocity relative to the vertex's. The closest point is taken at the frame-start
-pose; the surface velocity is that material point's displacement from the frame-start to the
-frame-end pose divided by the frame time. World messages are summed onto the receiving vertex
-with the same Gather + ReduceSum over a padded table (``world_incidence``, pad id W). A cloth
-without colliders (or with mesh/SDF colliders only, which are not queried in this version) gets
-zero world edges: ``world_edge_features`` (0, N_WORLD) and a table of pad ids.
+World edges (issue 5): for every cloth vertex and every collider proxy of a
+:class:`selvedge.solver.collisions.Colliders` contact handler (analytic plane, sphere, capsule or
+box; triangle mesh, through the solver's hash grid; signed distance grid, q = p - phi grad phi)
+whose surface lies within :data:`WORLD_RADIUS_M` of the vertex, one world edge from the closest
+surface point (the sender, not a graph node) to the vertex (the receiver). Its features are
+relative only: the vector from the vertex to the closest surface point, its length, the signed
+distance to the shape (negative inside; for a mesh, behind its closest face), the gap the contact
+keeps (cloth thickness + collider skin) and the surface point's velocity relative to the
+vertex's. The closest point is taken at the frame-start pose; the surface velocity is that
+material point's displacement from the frame-start to the frame-end pose divided by the frame
+time. World messages are summed onto the receiving vertex with the same Gather + ReduceSum over
+a padded table (``world_incidence``, pad id W). A cloth with no collider near gets zero world
+edges: ``world_edge_features`` (0, N_WORLD) and a table of pad ids.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -194,7 +195,7 @@ def edge_features(graph: MeshGraph, x: np.ndarray) -> np.ndarray:
 
 # -- world edges --------------------------------------------------------------------------------
 
-PLANE, SPHERE, CAPSULE, BOX = 0, 1, 2, 3  # = solver.collisions.analytic kinds (SDF = 4 is not queried)
+PLANE, SPHERE, CAPSULE, BOX = 0, 1, 2, 3  # = solver.collisions.analytic kinds (SDF grids: ColliderState.grids)
 
 
 @dataclass
@@ -208,6 +209,10 @@ class ColliderState:
     pos1: np.ndarray
     rot1: np.ndarray
     gap: np.ndarray    # (K,) cloth thickness + collider skin, m
+    #: triangle-mesh colliders: (triangles (T,3), vertices at the frame start (M,3), at the end, gap m)
+    meshes: list = field(default_factory=list)
+    #: signed distance grids: (SDFGrid proxy, pos0, rot0, pos1, rot1, gap m)
+    grids: list = field(default_factory=list)
 
     @classmethod
     def empty(cls) -> "ColliderState":
@@ -216,16 +221,43 @@ class ColliderState:
 
 
 def collider_state(handler) -> ColliderState | None:
-    """The analytic proxies of a contact handler (``Colliders``), or None when it has none."""
+    """The analytic and triangle-mesh proxies of a contact handler (``Colliders``), or None when it has none."""
     kind = getattr(handler, "kind", None)
-    if handler is None or kind is None or len(kind) == 0:
+    if handler is None or kind is None:
         return None
+    meshes = [(m.mesh.triangles, m.v0.copy(), m.v1.copy(), float(handler.cloth_thickness) + m.mesh.thickness)
+              for m in getattr(handler, "meshes", [])]
+    grids = [(handler.analytic[k], handler.pos0[k].copy(), handler.rot0[k].copy(), handler.pos1[k].copy(),
+              handler.rot1[k].copy(), float(handler.cloth_thickness) + handler.skin[k])
+             for k in getattr(handler, "sdf_index", [])]
     keep = np.flatnonzero(np.asarray(kind) <= BOX)
-    if keep.size == 0:
+    if keep.size == 0 and not meshes and not grids:
         return None
     return ColliderState(np.asarray(kind)[keep].astype(np.int64), handler.dims[keep].copy(), handler.pos0[keep].copy(),
                          handler.rot0[keep].copy(), handler.pos1[keep].copy(), handler.rot1[keep].copy(),
-                         float(handler.cloth_thickness) + handler.skin[keep])
+                         float(handler.cloth_thickness) + handler.skin[keep], meshes, grids)
+
+
+def mesh_world_edges(tris, v0, v1, points, radius):
+    """Closest point of a triangle mesh (vertices ``v0`` at the frame start) to each point within
+    ``radius``: (point indices, closest points at v0, the same material points at v1, signed
+    distances: negative behind the closest face). Hash grid and kernel from the solver's mesh proxy."""
+    from ..solver.collisions import hash_grid, mesh_kernels
+
+    tri = v0[tris]
+    lo = tri.min(axis=1) - radius
+    hi = tri.max(axis=1) + radius
+    extent = hi - lo
+    cell = max(float(extent.max(axis=1).mean()), float(extent.max()) / 30.0, 1e-6)
+    table = 1 << max(4, int(2 * len(tris) - 1).bit_length())
+    bucket, items = hash_grid.hash_boxes(lo, hi, cell, table, 32)
+    t, bary, dist, side = mesh_kernels.mesh_closest_points(np.ascontiguousarray(points), radius, tris, v0, cell,
+                                                           table, bucket, items)
+    hit = np.flatnonzero(t >= 0)
+    corners = tris[t[hit]]
+    q0 = np.einsum("pk,pkd->pd", bary[hit], v0[corners])
+    q1 = np.einsum("pk,pkd->pd", bary[hit], v1[corners])
+    return hit, q0, q1, side[hit] * dist[hit]
 
 
 def _rotate(q, v):
@@ -270,13 +302,25 @@ def local_closest(kind: int, dims, p):
     return d, q
 
 
+def grid_world_edges(grid, pos0, rot0, pos1, rot1, points, radius):
+    """Closest surface points of a signed distance grid proxy (``SDFGrid``) within ``radius``:
+    q = p - phi grad(phi) in the body's frame, at the frame-start and frame-end poses; returns
+    (point indices, q at the start, q at the end, signed distances)."""
+    conj0 = np.array([rot0[0], -rot0[1], -rot0[2], -rot0[3]])
+    local = _rotate(conj0, points - pos0)
+    phi, normal = grid.signed_distance(local)
+    hit = np.flatnonzero(phi <= radius)
+    q_local = local[hit] - phi[hit, None] * normal[hit]
+    return hit, pos0 + _rotate(rot0, q_local), pos1 + _rotate(rot1, q_local), phi[hit]
+
+
 def world_edges(colliders: ColliderState | None, x: np.ndarray, v: np.ndarray, frame_dt: float,
                 free: np.ndarray | None = None, radius: float = WORLD_RADIUS_M):
     """World edges of the state (x, v): (receivers (W,) int64, features (W, N_WORLD) float32).
 
     Only free vertices (``free``) receive world edges; kinematic ones are moved by their pins.
     """
-    if colliders is None or len(colliders.kind) == 0:
+    if colliders is None or (len(colliders.kind) == 0 and not colliders.meshes and not colliders.grids):
         return np.zeros(0, np.int64), np.zeros((0, N_WORLD), np.float32)
     x = np.asarray(x, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
@@ -299,6 +343,21 @@ def world_edges(colliders: ColliderState | None, x: np.ndarray, v: np.ndarray, f
         f[:, 3] = np.linalg.norm(to, axis=1)
         f[:, 4] = phi[hit]
         f[:, 5] = colliders.gap[k]
+        f[:, 6:9] = (q_end - q_start) / frame_dt - v[idx]
+        rec.append(idx)
+        feats.append(f)
+    surfaces = [mesh_world_edges(tris, v0, v1, x[cand], radius) + (gap,) for tris, v0, v1, gap in colliders.meshes]
+    surfaces += [grid_world_edges(*g[:5], x[cand], radius) + (g[5],) for g in colliders.grids]
+    for hit, q_start, q_end, phi, gap in surfaces:
+        if hit.size == 0:
+            continue
+        idx = cand[hit]
+        to = q_start - x[idx]
+        f = np.empty((idx.size, N_WORLD), np.float64)
+        f[:, 0:3] = to
+        f[:, 3] = np.linalg.norm(to, axis=1)
+        f[:, 4] = phi
+        f[:, 5] = gap
         f[:, 6:9] = (q_end - q_start) / frame_dt - v[idx]
         rec.append(idx)
         feats.append(f)

@@ -135,13 +135,19 @@ def test_substep_schedule_integrates_to_the_predicted_residuals(substeps):
         assert np.allclose(v, r_v * dt, rtol=1e-9, atol=1e-15)
 
 
-@pytest.mark.parametrize("mode", ["B", "residual"])
-def test_network_sees_the_colliders_of_the_contact_handler(model, mode):
-    """A cloth swinging into a sphere: the coupling queries the cloth's contact handler, the network gets
-    world edges on the frames near the sphere, and XPBD keeps every vertex outside it."""
-    from selvedge.solver.collisions import Colliders, Sphere
+@pytest.mark.parametrize("mode,proxy", [("B", "sphere"), ("residual", "sphere"), ("B", "mesh")])
+def test_network_sees_the_colliders_of_the_contact_handler(model, mode, proxy):
+    """A cloth swinging into a ball (an analytic sphere, or a triangle-mesh sphere): the coupling queries the
+    cloth's contact handler, the network gets world edges on the frames near the ball, and XPBD keeps every
+    vertex outside it."""
+    from selvedge.solver.collisions import Colliders, Sphere, TriangleMesh
+    from selvedge.solver.mesh import uv_ellipsoid_mesh
     radius, centre = 0.15, np.array([0.35, -0.25, 0.2])  # 10 cm behind the hanging sheet (y = 0, z in 0..0.5)
-    col = Colliders([Sphere(radius, name="ball", position=centre)], cloth_thickness=0.004)
+    if proxy == "sphere":
+        col = Colliders([Sphere(radius, name="ball", position=centre)], cloth_thickness=0.004)
+    else:
+        ball_v, ball_t = uv_ellipsoid_mesh(radius, 24, 12, centre)
+        col = Colliders([TriangleMesh(ball_v, ball_t, name="ball")], cloth_thickness=0.004)
     pos, faces, uv = grid_mesh(8, 6, 0.7, 0.5, plane="xz")
     pins = np.zeros(len(pos))
     top = np.flatnonzero(pos[:, 2] == pos[:, 2].max())
@@ -151,9 +157,14 @@ def test_network_sees_the_colliders_of_the_contact_handler(model, mode):
     coupling = LearnedCoupling(cloth, model, mode)
     seen = []
     for f in range(1, 25):
-        col.set_transform("ball", centre + [0.0, 0.002 * f, 0.0])
+        if proxy == "sphere":
+            col.set_transform("ball", centre + [0.0, 0.002 * f, 0.0])
+        else:
+            col.set_mesh_positions("ball", ball_v + [0.0, 0.002 * f, 0.0])
         rec = coupling.step()
         seen.append(rec.world_edges)
-        assert np.linalg.norm(cloth.x - (centre + [0.0, 0.002 * f, 0.0]), axis=1).min() > radius + 0.004 - 2e-3
+        # the mesh ball's flat faces lie inside the sphere by up to r (1 - cos(pi / 12)) = 5 mm
+        sag = 0.0 if proxy == "sphere" else radius * (1.0 - np.cos(np.pi / 12))
+        assert np.linalg.norm(cloth.x - (centre + [0.0, 0.002 * f, 0.0]), axis=1).min() > radius + 0.004 - 2e-3 - sag
     assert coupling.active, coupling.events
     assert max(seen) > 3 and min(seen) == 0, seen

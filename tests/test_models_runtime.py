@@ -219,3 +219,98 @@ def test_world_edge_shape_kinds_are_the_solvers():
 
     assert (graph.PLANE, graph.SPHERE, graph.CAPSULE, graph.BOX) == (analytic.PLANE, analytic.SPHERE,
                                                                      analytic.CAPSULE, analytic.BOX)
+
+
+def test_world_edges_to_a_moving_mesh_collider_match_brute_force_closest_points():
+    """A triangle-mesh collider (a UV sphere mesh sliding along x) gives one world edge per free
+    vertex within the radius, to the closest point over every triangle (brute force here, dense
+    barycentric sampling + exact vertex/edge projections are not needed: the same Ericson routine
+    is checked against dense sampling in test_collisions_mesh), with the sign of the side of that
+    face and the material point's velocity."""
+    from selvedge.models.graph import WORLD_RADIUS_M, collider_state, world_edges
+    from selvedge.solver import Cloth, grid_mesh
+    from selvedge.solver.collisions import Colliders, TriangleMesh
+    from selvedge.solver.mesh import uv_ellipsoid_mesh
+
+    body_v, body_t = uv_ellipsoid_mesh(0.2, 16, 10, np.array([0.0, 0.0, 0.0]))
+    col = Colliders([TriangleMesh(body_v, body_t, name="ball", thickness=0.002)], cloth_thickness=0.004)
+    col.set_mesh_positions("ball", body_v + [0.03, 0.0, 0.0])  # frame end: 3 cm along x
+    pos, faces, _ = grid_mesh(12, 12, 0.6, 0.6, origin=(-0.3, -0.3, 0.0))
+    cloth = Cloth(pos, faces, contact_handler=col)
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-0.3, 0.3, size=(len(pos), 3))
+    v = rng.normal(0.0, 0.2, size=x.shape)
+    dt = 1 / 24
+    rcv, feat = world_edges(collider_state(col), x, v, dt)
+
+    def closest(p):  # brute force over all triangles with the point-in-plane projection and edge clamps
+        best = (np.inf, None, None)
+        for t in body_t:
+            a, b, c = body_v[t]
+            n = np.cross(b - a, c - a)
+            n /= np.linalg.norm(n)
+            cand = [p - np.dot(p - a, n) * n]
+            m = np.array([b - a, c - a]).T
+            uv = np.linalg.lstsq(m, cand[0] - a, rcond=None)[0]
+            if uv.min() < 0 or uv.sum() > 1:
+                cand = []
+            for s0, s1 in ((a, b), (b, c), (c, a)):
+                e = s1 - s0
+                cand.append(s0 + np.clip(np.dot(p - s0, e) / np.dot(e, e), 0, 1) * e)
+            for q in cand:
+                d = np.linalg.norm(p - q)
+                if d < best[0]:
+                    best = (d, q, np.sign(np.dot(p - q, n)) or 1.0)
+        return best
+
+    expected = []
+    for i in range(len(x)):
+        d, q, side = closest(x[i])
+        if d <= WORLD_RADIUS_M:
+            expected.append(i)
+            row = np.flatnonzero(rcv == i)
+            assert row.size == 1, f"vertex {i} at {d:.4f} m has {row.size} world edges"
+            f = feat[row[0]]
+            assert np.allclose(f[0:3], q - x[i], atol=1e-6) and abs(f[3] - d) < 1e-6
+            assert abs(f[4] - side * d) < 1e-6 and abs(f[5] - 0.006) < 1e-7
+            assert np.allclose(f[6:9], np.array([0.03, 0.0, 0.0]) / dt - v[i], atol=1e-4)
+    assert len(expected) > 5 and np.array_equal(np.sort(rcv), np.array(expected))
+
+
+def test_world_edges_to_a_signed_distance_grid_match_the_sphere_it_was_built_from():
+    """An SDFGrid built from a sphere mesh, moved and turned over the frame: world edges point to the
+    sphere's surface (within the grid's and the tessellation's error, 2 mm) with the rigid motion's
+    surface velocity."""
+    from selvedge.models.graph import WORLD_RADIUS_M, collider_state, world_edges
+    from selvedge.solver import Cloth, grid_mesh
+    from selvedge.solver.collisions import Colliders, SDFGrid, quaternion_axis_angle
+    from selvedge.solver.mesh import uv_ellipsoid_mesh
+
+    radius, centre = 0.2, np.array([0.1, 0.0, 0.0])
+    ball_v, ball_t = uv_ellipsoid_mesh(radius, 48, 24, np.zeros(3))
+    col = Colliders([SDFGrid(ball_v, ball_t, 0.01, name="ball", position=centre)], cloth_thickness=0.004)
+    col.set_transform("ball", centre + [0.0, 0.024, 0.0], quaternion_axis_angle((0.0, 0.0, 1.0), 0.1))
+    pos, faces, _ = grid_mesh(10, 10, 0.5, 0.5)
+    cloth = Cloth(pos, faces, contact_handler=col)
+    rng = np.random.default_rng(6)
+    dirs = rng.normal(size=(len(pos), 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    dist = rng.uniform(-0.03, 0.1, size=len(pos))
+    x = centre + dirs * (radius + dist)[:, None]
+    v = np.zeros_like(x)
+    dt = 1 / 24
+    rcv, feat = world_edges(collider_state(col), x, v, dt)
+    near = np.flatnonzero(dist <= WORLD_RADIUS_M - 0.003)
+    assert len(near) > 10 and set(near) <= set(rcv.tolist())
+    assert np.all(dist[rcv] <= WORLD_RADIUS_M + 0.003)
+    q = centre + radius * dirs[rcv]
+    assert np.abs(feat[:, 0:3] - (q - x[rcv])).max() < 2e-3
+    assert np.abs(feat[:, 4] - dist[rcv]).max() < 2e-3
+    # surface velocity of a point at q: translation 24 mm + rotation 0.1 rad about z through the centre, per frame
+    rot = quaternion_axis_angle((0.0, 0.0, 1.0), 0.1)
+    w, u = rot[0], np.asarray(rot[1:])
+    r = x[rcv] + feat[:, 0:3].astype(np.float64) - centre
+    t = 2.0 * np.cross(u, r)
+    moved = r + w * t + np.cross(u, t)
+    expected = (moved - r + [0.0, 0.024, 0.0]) / dt
+    assert np.abs(feat[:, 6:9] - expected).max() < 1e-3

@@ -448,3 +448,44 @@ def accumulate_path(x_substep_start, prev, path):
                              + (x_substep_start[i, 2] - prev[i, 2]) ** 2)
         for d in range(3):
             prev[i, d] = x_substep_start[i, d]
+
+
+@njit(**_JIT)
+def mesh_closest_points(points, radius, tris, verts, cell, table_size, bucket_start, items):
+    """For each point, the closest triangle of a mesh within ``radius`` (hash grid of the triangle
+    boxes grown by ``radius``, built with :func:`hash_grid.hash_boxes`): (triangle (P,) or -1,
+    barycentrics (P, 3), distance (P,), side (P,) +1 in front of the face normal, -1 behind)."""
+    n = points.shape[0]
+    best_t = np.full(n, -1, dtype=np.int64)
+    bary = np.zeros((n, 3))
+    dist = np.full(n, np.inf)
+    side = np.ones(n)
+    inv = 1.0 / cell
+    for q in range(n):
+        p0, p1, p2 = points[q, 0], points[q, 1], points[q, 2]
+        if not (abs(p0) < 1e6 and abs(p1) < 1e6 and abs(p2) < 1e6):
+            continue
+        ci = int(math.floor(p0 * inv))
+        cj = int(math.floor(p1 * inv))
+        ck = int(math.floor(p2 * inv))
+        h = cell_hash(ci, cj, ck, table_size)
+        best = radius * radius
+        for s in range(bucket_start[h], bucket_start[h + 1]):
+            t = items[s]
+            ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+            u, v, w = closest_on_triangle(p0, p1, p2, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
+                                          verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+            e0 = p0 - (u * verts[ia, 0] + v * verts[ib, 0] + w * verts[ic, 0])
+            e1 = p1 - (u * verts[ia, 1] + v * verts[ib, 1] + w * verts[ic, 1])
+            e2 = p2 - (u * verts[ia, 2] + v * verts[ib, 2] + w * verts[ic, 2])
+            d2 = e0 * e0 + e1 * e1 + e2 * e2
+            if d2 <= best and (best_t[q] < 0 or d2 < best or t < best_t[q]):
+                best = d2
+                best_t[q] = t
+                bary[q, 0], bary[q, 1], bary[q, 2] = u, v, w
+                n0, n1, n2 = triangle_normal(verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0], verts[ib, 1],
+                                             verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+                side[q] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
+        if best_t[q] >= 0:
+            dist[q] = math.sqrt(best)
+    return best_t, bary, dist, side
