@@ -349,3 +349,17 @@ def test_single_distance_projection_is_mass_weighted_along_the_edge(seed):
             new_c = np.linalg.norm(y[0] - y[1]) - rest
             if beta == 0.0:
                 assert new_c == pytest.approx(C * alpha_tilde / (w[0] + w[1] + alpha_tilde), rel=1e-9)
+
+
+def test_small_angle_atan2_equals_the_library_atan2():
+    """The dihedral kernels' atan2 (Taylor series near flat hinges, library call elsewhere) agrees with
+    math.atan2 to a few units in the last place over both branches, signs and scales."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-2.0, 2.0, 20000) * 10.0 ** rng.uniform(-8, 3, 20000)
+    y = x * rng.uniform(-0.3, 0.3, 20000)  # mostly inside |y| <= x / 4 when x > 0
+    y[:2000] = rng.normal(size=2000)  # and arbitrary angles
+    inside = (x > 0) & (np.abs(y) <= 0.25 * x)
+    assert inside.sum() > 5000 and (~inside).sum() > 5000
+    for a, b in zip(y, x):
+        got, want = kn.small_angle_atan2(a, b), math.atan2(a, b)
+        assert abs(got - want) <= 4 * np.spacing(abs(want)) + 1e-300, (a, b, got, want)
