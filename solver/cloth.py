@@ -400,7 +400,7 @@ class Cloth:
             args = (x, x0, w, c.vertices, p["rest_length"], p["compliance"], p["damping_s"], c.unilateral, h)
             fns = (kn.solve_distance_serial, kn.solve_distance_colored, kn.solve_distance_jacobi)
         elif c.kind == "dihedral":
-            args = (x, x0, w, c.vertices, p["rest_angle"], p["compliance"], p["damping_s"], h)
+            args = (x, x0, w, c.vertices, p["rest_cos"], p["rest_sin"], p["compliance"], p["damping_s"], h)
             fns = (kn.solve_bend_dihedral_serial, kn.solve_bend_dihedral_colored, kn.solve_bend_dihedral_jacobi)
         elif c.kind == "isometric":
             args = (x, x0, w, c.vertices, p["stencil"], p["compliance"], p["damping_s"], h)

@@ -265,7 +265,8 @@ def build_bending(rest, topology, uv_pattern_m, material, weight_maps, model: st
         verts = np.ascontiguousarray(np.concatenate([topology.hinge_opposite, topology.hinge_edges], 1), np.int32)
         rest_angle = np.zeros(m) if flat_rest else dihedral_rest_angle(rest, verts)
         return ConstraintSet("bend", "dihedral", verts,
-                             dict(rest_angle=rest_angle, compliance=hinge_compliance, damping_s=damping))
+                             dict(rest_angle=rest_angle, rest_cos=np.cos(rest_angle), rest_sin=np.sin(rest_angle),
+                                  compliance=hinge_compliance, damping_s=damping))
     if model == "isometric":
         verts = np.ascontiguousarray(np.concatenate([topology.hinge_edges, topology.hinge_opposite], 1), np.int32)
         stencil = isometric_stencil(rest, verts) if uv_pattern_m is None else isometric_stencil(

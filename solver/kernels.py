@@ -219,7 +219,7 @@ def small_angle_atan2(y, x):
 
 
 @njit(inline="always", **_JIT)
-def dihedral_angle_and_gradient(x, i1, i2, i3, i4, grad):
+def dihedral_angle_and_gradient(x, i1, i2, i3, i4, grad, rest_cos=1.0, rest_sin=0.0):
     """Signed dihedral angle of the hinge x3-x4 with wings x1, x2, and its 4-point gradient.
 
     theta = atan2((n1 x n2) . e, n1 . n2), n1 ~ (x1-x3) x (x1-x4), n2 ~ (x2-x4) x (x2-x3),
@@ -227,7 +227,10 @@ def dihedral_angle_and_gradient(x, i1, i2, i3, i4, grad):
     PBD paper's appendix, without the 1/sqrt(1 - d^2) singularity of the acos form at flat
     hinges): grad_1 = -|e| N1/|N1|^2, grad_2 = -|e| N2/|N2|^2, and the edge vertices take the
     rest so the four sum to zero. Fills ``grad`` (4,3); returns (theta, ok), ok False for
-    degenerate wings or hinge.
+    degenerate wings or hinge. Given the rest angle's ``rest_cos`` / ``rest_sin``, theta is
+    measured from it (theta - theta_0 in (-pi, pi], the bending constraint's C): the atan2
+    arguments are rotated by -theta_0, so a hinge near its rest angle, curved or flat, takes the
+    cheap branch of :func:`small_angle_atan2`.
     """
     ex, ey, ez = x[i4, 0] - x[i3, 0], x[i4, 1] - x[i3, 1], x[i4, 2] - x[i3, 2]
     e_sq = ex * ex + ey * ey + ez * ez
@@ -245,7 +248,9 @@ def dihedral_angle_and_gradient(x, i1, i2, i3, i4, grad):
     inv_e_len = 1.0 / e_len
     cx, cy, cz = n1y * n2z - n1z * n2y, n1z * n2x - n1x * n2z, n1x * n2y - n1y * n2x
     # atan2 is scale free: both arguments carry the same factor |N1| |N2| (and |e| folded in).
-    theta = small_angle_atan2((cx * ex + cy * ey + cz * ez), (n1x * n2x + n1y * n2y + n1z * n2z) * e_len)
+    sin_part = cx * ex + cy * ey + cz * ez  # |N1| |N2| |e|^2 sin(theta)
+    cos_part = (n1x * n2x + n1y * n2y + n1z * n2z) * e_len  # |N1| |N2| |e|^2 cos(theta)
+    theta = small_angle_atan2(sin_part * rest_cos - cos_part * rest_sin, cos_part * rest_cos + sin_part * rest_sin)
     u1 = -1.0 / n1_sq
     u2 = -1.0 / n2_sq
     p1 = (b1x * ex + b1y * ey + b1z * ez) * inv_e_len  # (x1 - x4) . e / |e|
@@ -274,17 +279,17 @@ def wrap_angle(angle):
 
 
 @njit(inline="always", **_JIT)
-def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
+def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h,
                         grad, lam, x_write, hit_count, count_hits):
     """C = theta - theta_0 (wrapped), theta the signed dihedral angle (PBD 2006 sec. 4.2, atan2 form).
 
-    ``vertices[k] = (wing 1, wing 2, hinge a, hinge b)``; compliance in 1/(N m) per hinge.
+    ``vertices[k] = (wing 1, wing 2, hinge a, hinge b)``; the rest angle theta_0 enters as its
+    cosine and sine; compliance in 1/(N m) per hinge.
     """
     v0, v1, v2, v3 = vertices[k, 0], vertices[k, 1], vertices[k, 2], vertices[k, 3]
-    theta, ok = dihedral_angle_and_gradient(x_read, v0, v1, v2, v3, grad)
+    C, ok = dihedral_angle_and_gradient(x_read, v0, v1, v2, v3, grad, rest_cos[k], rest_sin[k])
     if not ok:
         return
-    C = wrap_angle(theta - rest_angle[k])
     weighted = 0.0
     rel = 0.0
     for a in range(4):
@@ -306,17 +311,18 @@ def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_ang
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, lam):
+def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h,
+                               lam):
     grad = np.empty((4, 3))
     dummy = np.empty(0)
     for k in range(vertices.shape[0]):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, grad,
-                            lam, x, dummy, False)
+        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h,
+                            grad, lam, x, dummy, False)
 
 
 @njit(**_JIT_PARALLEL)
-def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
-                                color_offsets, lam):
+def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s,
+                                h, color_offsets, lam):
     dummy = np.empty(0)
     for color in range(color_offsets.shape[0] - 1):
         lo = color_offsets[color]
@@ -325,17 +331,17 @@ def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_ang
         for chunk in prange(chunks):  # one gradient scratch buffer per chunk, not per hinge
             grad = np.empty((4, 3))
             for k in range(lo + chunk * count // chunks, lo + (chunk + 1) * count // chunks):
-                solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h,
-                                    grad, lam, x, dummy, False)
+                solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance,
+                                    damping_s, h, grad, lam, x, dummy, False)
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_dihedral_jacobi(x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, lam,
-                               dx, hit_count):
+def solve_bend_dihedral_jacobi(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h,
+                               lam, dx, hit_count):
     grad = np.empty((4, 3))
     for k in range(vertices.shape[0]):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_angle, compliance, damping_s, h, grad,
-                            lam, dx, hit_count, True)
+        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h,
+                            grad, lam, dx, hit_count, True)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -156,8 +156,8 @@ def test_dihedral_projection_uses_the_dihedral_gradient():
         rest_angle = theta + rng.uniform(-0.3, 0.3)
         w = rng.uniform(0.5, 2.0, size=4)
         y, lam = p.copy(), np.zeros(1)
-        kn.solve_bend_dihedral_serial(y, p.copy(), w, np.array([[0, 1, 2, 3]], np.int32), np.array([rest_angle]),
-                                      np.zeros(1), np.zeros(1), H, lam)
+        kn.solve_bend_dihedral_serial(y, p.copy(), w, np.array([[0, 1, 2, 3]], np.int32), np.cos([rest_angle]),
+                                      np.sin([rest_angle]), np.zeros(1), np.zeros(1), H, lam)
         K = np.sum(w[:, None] * grad**2)
         assert lam[0] == pytest.approx(-(theta - rest_angle) / K, rel=1e-12)
         np.testing.assert_allclose(implied_gradient(p, y, w, range(4), lam[0]), grad, atol=1e-9)
@@ -190,8 +190,8 @@ def test_dihedral_is_robust_at_flat_and_rejects_degenerate_wings():
         theta, ok, grad = dihedral(p)
         assert not ok and theta == 0.0
         y = p.copy()
-        kn.solve_bend_dihedral_serial(y, p.copy(), np.ones(4), np.array([[0, 1, 2, 3]], np.int32), np.array([0.5]),
-                                      np.zeros(1), np.zeros(1), H, np.zeros(1))
+        kn.solve_bend_dihedral_serial(y, p.copy(), np.ones(4), np.array([[0, 1, 2, 3]], np.int32), np.cos([0.5]),
+                                      np.sin([0.5]), np.zeros(1), np.zeros(1), H, np.zeros(1))
         assert np.all(y == p)  # skipped, no NaN written
     p = flat.copy()
     p[3] = p[2]
@@ -363,3 +363,18 @@ def test_small_angle_atan2_equals_the_library_atan2():
     for a, b in zip(y, x):
         got, want = kn.small_angle_atan2(a, b), math.atan2(a, b)
         assert abs(got - want) <= 4 * np.spacing(abs(want)) + 1e-300, (a, b, got, want)
+
+
+def test_dihedral_angle_measured_from_the_rest_angle_equals_the_wrapped_difference():
+    """The kernels get the rest angle as (cos, sin) and rotate the atan2 arguments: the result must be
+    theta - theta_0 wrapped into (-pi, pi], also for folds past flat and rest angles near +-pi."""
+    rng = np.random.default_rng(12)
+    grad = np.empty((4, 3))
+    for _ in range(300):
+        p = np.ascontiguousarray(random_hinge(rng, max_fold=3.0))
+        theta, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, grad)
+        assert ok
+        rest = rng.uniform(-math.pi, math.pi) if rng.random() < 0.5 else theta + rng.uniform(-0.2, 0.2)
+        got, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, grad, math.cos(rest), math.sin(rest))
+        want = math.remainder(theta - rest, 2 * math.pi)
+        assert abs(got - want) < 1e-12 or abs(abs(got - want) - 2 * math.pi) < 1e-12
