@@ -26,7 +26,7 @@ def cell_hash(ix, iy, iz, table_size):
 
 
 @njit(inline="always", **_JIT)
-def _finite_box(lo, hi, b):
+def finite_box(lo, hi, b):
     """False for a box with a non-finite or absurd (> 1e6 m) coordinate: it is never hashed."""
     for d in range(3):
         if not (abs(lo[b, d]) < 1e6 and abs(hi[b, d]) < 1e6):
@@ -35,7 +35,7 @@ def _finite_box(lo, hi, b):
 
 
 @njit(inline="always", **_JIT)
-def _box_cells(lo, hi, b, inv_cell, max_cells_per_box):
+def box_cells(lo, hi, b, inv_cell, max_cells_per_box):
     """Inclusive grid-cell range (i0, i1, j0, j1, k0, k1) of box b, clamped to max_cells_per_box per axis."""
     i0 = int(math.floor(lo[b, 0] * inv_cell))
     j0 = int(math.floor(lo[b, 1] * inv_cell))
@@ -56,29 +56,28 @@ def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
     """
     nbox = lo.shape[0]
     counts = np.zeros(table_size + 1, dtype=np.int64)
+    items = np.empty(0, dtype=np.int64)
+    fill = np.empty(0, dtype=np.int64)
     inv = 1.0 / cell
-    for b in range(nbox):
-        if not _finite_box(lo, hi, b):
-            continue
-        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
-        for i in range(i0, i1 + 1):
-            for j in range(j0, j1 + 1):
-                for k in range(k0, k1 + 1):
-                    counts[cell_hash(i, j, k, table_size) + 1] += 1
-    for t in range(table_size):
-        counts[t + 1] += counts[t]
-    items = np.empty(counts[table_size], dtype=np.int64)
-    fill = counts[:table_size].copy()
-    for b in range(nbox):
-        if not _finite_box(lo, hi, b):
-            continue
-        i0, i1, j0, j1, k0, k1 = _box_cells(lo, hi, b, inv, max_cells_per_box)
-        for i in range(i0, i1 + 1):
-            for j in range(j0, j1 + 1):
-                for k in range(k0, k1 + 1):
-                    t = cell_hash(i, j, k, table_size)
-                    items[fill[t]] = b
-                    fill[t] += 1
+    for filling in range(2):  # pass 0 counts the entries per bucket, pass 1 places them
+        for b in range(nbox):
+            if not finite_box(lo, hi, b):
+                continue
+            i0, i1, j0, j1, k0, k1 = box_cells(lo, hi, b, inv, max_cells_per_box)
+            for i in range(i0, i1 + 1):
+                for j in range(j0, j1 + 1):
+                    for k in range(k0, k1 + 1):
+                        t = cell_hash(i, j, k, table_size)
+                        if filling:
+                            items[fill[t]] = b
+                            fill[t] += 1
+                        else:
+                            counts[t + 1] += 1
+        if not filling:
+            for t in range(table_size):
+                counts[t + 1] += counts[t]
+            items = np.empty(counts[table_size], dtype=np.int64)
+            fill = counts[:table_size].copy()
     return counts, items
 
 
@@ -94,13 +93,8 @@ def query_boxes(qlo, qhi, active, lo, hi, cell, table_size, bucket_start, items,
     count = 0
     inv = 1.0 / cell
     for q in range(nq):
-        if active[q] and _finite_box(qlo, qhi, q):
-            i0 = int(math.floor(qlo[q, 0] * inv))
-            j0 = int(math.floor(qlo[q, 1] * inv))
-            k0 = int(math.floor(qlo[q, 2] * inv))
-            i1 = max(i0, min(int(math.floor(qhi[q, 0] * inv)), i0 + max_cells_per_box))
-            j1 = max(j0, min(int(math.floor(qhi[q, 1] * inv)), j0 + max_cells_per_box))
-            k1 = max(k0, min(int(math.floor(qhi[q, 2] * inv)), k0 + max_cells_per_box))
+        if active[q] and finite_box(qlo, qhi, q):
+            i0, i1, j0, j1, k0, k1 = box_cells(qlo, qhi, q, inv, max_cells_per_box)
             for i in range(i0, i1 + 1):
                 for j in range(j0, j1 + 1):
                     for k in range(k0, k1 + 1):

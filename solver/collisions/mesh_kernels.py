@@ -16,7 +16,7 @@ from .. import _numba_setup  # noqa: F401  (cache directory before any compilati
 from ._jit import _JIT, _JIT_PARALLEL
 from .contacts import emit_contact
 from .geometry import closest_on_triangle, point_segment_distance, point_triangle_distance, segment_triangle_distance, triangle_normal
-from .hash_grid import cell_hash
+from .hash_grid import box_cells, cell_hash, finite_box
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,30 +136,21 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
     cand = np.empty(cap, dtype=np.int64)
     d0 = np.empty(cap)
     count = 0
-    ql = np.empty(3)
-    qh = np.empty(3)
+    ql = np.empty((1, 3))
+    qh = np.empty((1, 3))
     for q in range(n):
         if active[q]:
             for d in range(3):
-                ql[d] = min(seg_a[q, d], seg_b[q, d]) - pad[q]
-                qh[d] = max(seg_a[q, d], seg_b[q, d]) + pad[q]
-            ok = True
-            for d in range(3):
-                if not (abs(ql[d]) < 1e6 and abs(qh[d]) < 1e6):
-                    ok = False
-            if ok:
+                ql[0, d] = min(seg_a[q, d], seg_b[q, d]) - pad[q]
+                qh[0, d] = max(seg_a[q, d], seg_b[q, d]) + pad[q]
+            if finite_box(ql, qh, 0):
                 limit = pad[q] + radius
                 m0 = 0.5 * (seg_a[q, 0] + seg_b[q, 0])
                 m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
                 m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
                 half = 0.5 * math.sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
                                        + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
-                i0 = int(math.floor(ql[0] * inv))
-                j0 = int(math.floor(ql[1] * inv))
-                k0 = int(math.floor(ql[2] * inv))
-                i1 = max(i0, min(int(math.floor(qh[0] * inv)), i0 + max_cells))
-                j1 = max(j0, min(int(math.floor(qh[1] * inv)), j0 + max_cells))
-                k1 = max(k0, min(int(math.floor(qh[2] * inv)), k0 + max_cells))
+                i0, i1, j0, j1, k0, k1 = box_cells(ql, qh, 0, inv, max_cells)
                 start = count
                 for i in range(i0, i1 + 1):
                     for j in range(j0, j1 + 1):
@@ -170,8 +161,8 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
                                 if stamp[b] == q:
                                     continue
                                 stamp[b] = q
-                                if (tlo[b, 0] > qh[0] or thi[b, 0] < ql[0] or tlo[b, 1] > qh[1]
-                                        or thi[b, 1] < ql[1] or tlo[b, 2] > qh[2] or thi[b, 2] < ql[2]):
+                                if (tlo[b, 0] > qh[0, 0] or thi[b, 0] < ql[0, 0] or tlo[b, 1] > qh[0, 1]
+                                        or thi[b, 1] < ql[0, 1] or tlo[b, 2] > qh[0, 2] or thi[b, 2] < ql[0, 2]):
                                     continue
                                 # bounding spheres first: no point of the segment is nearer the midpoint
                                 # than half its length, no point of the triangle farther from its centre
