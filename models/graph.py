@@ -1,4 +1,5 @@
-"""Graph and features for the learned network, built from solver state with NumPy only.
+"""Graph and features for the learned network, built from solver state with NumPy (world edges ask
+the solver's collision kernels for closest points).
 
 MeshGraphNets-style (004): nodes are particles, mesh edges come from the triangle mesh in both
 directions, and every feature is a relative quantity (velocity, rest-space and world-space
@@ -270,36 +271,16 @@ def _rotate(q, v):
 def local_closest(kind: int, dims, p):
     """Closest surface point of an analytic shape in its local frame: (signed distance (P,), point (P,3)).
 
-    Same shapes and conventions as ``solver.collisions.analytic.local_closest`` (plane z = 0 solid
+    The solver's own shape code (``solver.collisions.analytic.local_closest``: plane z = 0 solid
     below; sphere radius a; capsule radius a, half length b along z; box half extents a, b, c).
     """
-    a, b, c = dims
-    if kind == PLANE:
-        q = p.copy()
-        q[:, 2] = 0.0
-        return p[:, 2].copy(), q
-    if kind in (SPHERE, CAPSULE):
-        core = np.zeros_like(p)
-        if kind == CAPSULE:
-            core[:, 2] = np.clip(p[:, 2], -b, b)
-        d = p - core
-        r = np.linalg.norm(d, axis=1)
-        n = np.where(r[:, None] > 1e-12, d / np.maximum(r, 1e-12)[:, None], np.array([0.0, 0.0, 1.0]))
-        return r - a, core + a * n
-    ext = np.array([a, b, c])
-    q = np.clip(p, -ext, ext)
-    d = np.linalg.norm(p - q, axis=1)
-    inside = d <= 0.0
-    if inside.any():  # nearest face
-        pi = p[inside]
-        f = ext - np.abs(pi)
-        axis = np.argmin(f, axis=1)
-        qi = pi.copy()
-        rows = np.arange(pi.shape[0])
-        qi[rows, axis] = np.where(pi[rows, axis] >= 0.0, 1.0, -1.0) * ext[axis]
-        q[inside] = qi
-        d[inside] = -f[rows, axis]
-    return d, q
+    from ..solver.collisions import analytic
+
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    phi = np.empty(p.shape[0])
+    closest = np.empty_like(p)
+    analytic.local_closest_points(int(kind), np.asarray(dims, dtype=np.float64), p, phi, closest)
+    return phi, closest
 
 
 def grid_world_edges(grid, pos0, rot0, pos1, rot1, points, radius):

@@ -118,6 +118,18 @@ def local_closest(kind, a, b, c, px, py, pz):
     return -fz, 0.0, 0.0, s, px, py, s * c
 
 
+@njit(**_JIT)
+def local_closest_points(kind, dims, points, phi, closest):
+    """:func:`local_closest` of one shape at local points (P,3): fills phi (P,) and closest (P,3)."""
+    for i in range(points.shape[0]):
+        d, _, _, _, qx, qy, qz = local_closest(kind, dims[0], dims[1], dims[2], points[i, 0], points[i, 1],
+                                               points[i, 2])
+        phi[i] = d
+        closest[i, 0] = qx
+        closest[i, 1] = qy
+        closest[i, 2] = qz
+
+
 @njit(inline="always", **_JIT)
 def _world_to_local(px, py, pz, qw, qx, qy, qz, x0, x1, x2):
     return quat_rotate(qw, -qx, -qy, -qz, x0 - px, x1 - py, x2 - pz)
