@@ -213,7 +213,7 @@ def test_shipped_model_uses_world_edges_and_runs_without_them(model):
 
 
 def test_world_edge_shape_kinds_are_the_solvers():
-    """graph.py imports the solver only when it queries colliders, so it repeats the proxy kind numbers: they must agree."""
+    """graph.py imports the solver only to query colliders, so it repeats the kind numbers: they must agree."""
     from selvedge.models import graph
     from selvedge.solver.collisions import analytic
 
