@@ -227,11 +227,8 @@ def timing(ms: list[float]) -> dict:
 
 # ----------------------------------------------------------------------------------------------
 # Blender Cloth
-def run_blender_cloth(grid: int, size: float, frames: int) -> dict:
-    obj = new_scene(grid, size, frames)
-    rest_world = evaluated_world(obj)
-    mod = obj.modifiers.new("Cloth", "CLOTH")
-    mod.settings.vertex_group_mass = "pins"
+def play_blender_cloth(mod, frames: int) -> tuple[list, dict]:
+    """Play the Cloth modifier's point cache frame by frame: (ms per frame, the settings used)."""
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
     scene = bpy.context.scene
     scene.frame_set(1)
@@ -242,42 +239,33 @@ def run_blender_cloth(grid: int, size: float, frames: int) -> dict:
         scene.frame_set(frame)
         bpy.context.evaluated_depsgraph_get()
         ms.append(1e3 * (time.perf_counter() - t0))
-    baked = mod.point_cache.info
-    result = {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world)}
     s = mod.settings
-    result["settings"] = {"quality": s.quality, "mass_kg_per_vertex": s.mass, "tension": s.tension_stiffness,
-                          "compression": s.compression_stiffness, "shear": s.shear_stiffness,
-                          "bending": s.bending_stiffness, "air_damping": s.air_damping,
-                          "point_cache": baked}
-    return result
+    settings = {"quality": s.quality, "mass_kg_per_vertex": s.mass, "tension": s.tension_stiffness,
+                "compression": s.compression_stiffness, "shear": s.shear_stiffness, "bending": s.bending_stiffness,
+                "air_damping": s.air_damping, "point_cache": mod.point_cache.info}
+    return ms, settings
+
+
+def run_blender_cloth(grid: int, size: float, frames: int) -> dict:
+    obj = new_scene(grid, size, frames)
+    rest_world = evaluated_world(obj)
+    mod = obj.modifiers.new("Cloth", "CLOTH")
+    mod.settings.vertex_group_mass = "pins"
+    ms, settings = play_blender_cloth(mod, frames)
+    return {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world), "settings": settings}
 
 
 def run_blender_cloth_garment(grid: int, size: float, frames: int) -> dict:
     obj, body = garment_scene(grid, size, frames)
     rest_world = evaluated_world(obj)
     collision = body.modifiers.new("Collision", "COLLISION")
-    mod = obj.modifiers.new("Cloth", "CLOTH")
-    mod.point_cache.frame_start, mod.point_cache.frame_end = 1, frames
-    scene = bpy.context.scene
-    scene.frame_set(1)
-    bpy.context.evaluated_depsgraph_get()
-    ms = []
-    for frame in range(2, frames + 1):
-        t0 = time.perf_counter()
-        scene.frame_set(frame)
-        bpy.context.evaluated_depsgraph_get()
-        ms.append(1e3 * (time.perf_counter() - t0))
-    baked = mod.point_cache.info
-    result = {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world, body)}
-    s, c, b = mod.settings, mod.collision_settings, body.collision
-    result["settings"] = {"quality": s.quality, "mass_kg_per_vertex": s.mass, "tension": s.tension_stiffness,
-                          "compression": s.compression_stiffness, "shear": s.shear_stiffness,
-                          "bending": s.bending_stiffness, "air_damping": s.air_damping,
-                          "collision_quality": c.collision_quality, "collision_distance_m": c.distance_min,
-                          "body_thickness_outer_m": b.thickness_outer, "body_friction": b.cloth_friction,
-                          "point_cache": baked}
     assert collision.type == "COLLISION"
-    return result
+    mod = obj.modifiers.new("Cloth", "CLOTH")
+    ms, settings = play_blender_cloth(mod, frames)
+    c, b = mod.collision_settings, body.collision
+    settings.update(collision_quality=c.collision_quality, collision_distance_m=c.distance_min,
+                    body_thickness_outer_m=b.thickness_outer, body_friction=b.cloth_friction)
+    return {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world, body), "settings": settings}
 
 
 # ----------------------------------------------------------------------------------------------
