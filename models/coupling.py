@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..solver import kernels as kn
+from ..solver.constraints import step_coefficients
 from ..solver.errors import SimulationError
 from .graph import collider_state, graph_from_cloth, model_inputs, world_edges
 from .runtime import LearnedModel
@@ -236,9 +237,10 @@ class LearnedCoupling:
         x0 = x.copy()
         stretch.lam.fill(0.0)
         dx, hits = np.zeros_like(x), np.zeros(x.shape[0])
+        k = step_coefficients(stretch, cloth.inv_mass, h, damping=False)
         for _ in range(self.residual_iterations):
-            kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, p["rest_length"], p["compliance"],
-                                     np.zeros_like(p["damping_s"]), stretch.unilateral, h, stretch.lam, dx, hits)
+            kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, p["rest_length"], k.alpha_tilde, k.gamma,
+                                     k.inv_denominator, stretch.unilateral, stretch.lam, dx, hits)
             kn.apply_jacobi(x, dx, hits, RESIDUAL_OMEGA)
             if cloth.contact_handler is not None:
                 cloth.contact_handler.project(x, x0, cloth.inv_mass, h)

@@ -396,17 +396,18 @@ class Cloth:
         """One pass over one constraint set in the current solve mode."""
         mode = self.settings.solve_mode
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
+        k = c.coefficients(h, w)
         if c.kind == "distance":
-            args = (x, x0, w, c.vertices, p["rest_length"], p["compliance"], p["damping_s"], c.unilateral, h)
+            args = (x, x0, w, c.vertices, p["rest_length"], k.alpha_tilde, k.gamma, k.inv_denominator, c.unilateral)
             fns = (kn.solve_distance_serial, kn.solve_distance_colored, kn.solve_distance_jacobi)
         elif c.kind == "dihedral":
-            args = (x, x0, w, c.vertices, p["rest_cos"], p["rest_sin"], p["compliance"], p["damping_s"], h)
+            args = (x, x0, w, c.vertices, p["rest_cos"], p["rest_sin"], k.alpha_tilde, k.gamma)
             fns = (kn.solve_bend_dihedral_serial, kn.solve_bend_dihedral_colored, kn.solve_bend_dihedral_jacobi)
         elif c.kind == "isometric":
-            args = (x, x0, w, c.vertices, p["stencil"], p["compliance"], p["damping_s"], h)
+            args = (x, x0, w, c.vertices, p["stencil"], k.alpha_tilde, k.gamma, k.inv_denominator)
             fns = (kn.solve_bend_isometric_serial, kn.solve_bend_isometric_colored, kn.solve_bend_isometric_jacobi)
         else:
-            args = (x, w, c.vertices, p["target"], p["compliance"], h)
+            args = (x, w, c.vertices, p["target"], k.alpha_tilde, k.inv_denominator)
             if mode == "serial":
                 kn.solve_soft_pin_serial(*args, c.lam)
             elif mode == "colored":

@@ -12,6 +12,7 @@ import numpy as np
 
 from .coloring import color_constraints
 from .errors import ClothInputError
+from .kernels import DEGENERATE_DENOMINATOR
 from .geodesic import edge_adjacency, k_nearest_sources_euclidean, k_nearest_sources_geodesic
 from .mesh import MIN_EDGE_LENGTH_M, MeshTopology
 
@@ -34,6 +35,8 @@ class ConstraintSet:
     unilateral: bool = False
     lam: np.ndarray | None = None
     color_offsets: np.ndarray | None = None
+    _coefficients: "StepCoefficients | None" = field(default=None, repr=False, compare=False)
+    _coefficients_h: float = field(default=float("nan"), repr=False, compare=False)
 
     def __post_init__(self):
         m = self.vertices.shape[0]
@@ -46,6 +49,16 @@ class ConstraintSet:
     def count(self) -> int:
         return int(self.vertices.shape[0])
 
+    def coefficients(self, h: float, inv_mass: np.ndarray) -> "StepCoefficients":
+        """This set's :class:`StepCoefficients` for substeps of ``h`` s, kept until h changes.
+
+        ``inv_mass`` is fixed for the life of a cloth, so h is the only key.
+        """
+        if self._coefficients is None or self._coefficients_h != h:
+            self._coefficients = step_coefficients(self, inv_mass, h)
+            self._coefficients_h = h
+        return self._coefficients
+
     def permuted(self, order: np.ndarray, color_offsets: np.ndarray) -> "ConstraintSet":
         """The same constraints in another order (for the coloured schedule)."""
         return ConstraintSet(
@@ -56,6 +69,45 @@ class ConstraintSet:
             unilateral=self.unilateral,
             color_offsets=color_offsets,
         )
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """Per-constraint XPBD factors for one substep length h (000 sec. 3, XPBD eqs. 18 and 26).
+
+    alpha_tilde = alpha / h^2, gamma = damping_s / h, and, where K = sum_j w_j |grad_j C|^2 does
+    not depend on the positions (distance, isometric, soft pin), inv_denominator =
+    1 / ((1 + gamma) K + alpha~), 0 for a constraint with no usable direction (every vertex
+    kinematic). Dihedral bending gets an empty inv_denominator: its K changes with the fold.
+    """
+
+    alpha_tilde: np.ndarray
+    gamma: np.ndarray
+    inv_denominator: np.ndarray
+
+
+def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: float,
+                      damping: bool = True) -> StepCoefficients:
+    """The :class:`StepCoefficients` of a set; ``damping=False`` drops the constraint damping."""
+    c, p = constraint_set, constraint_set.params
+    alpha_tilde = np.ascontiguousarray(p["compliance"] / (h * h), dtype=np.float64)
+    if damping and "damping_s" in p:
+        gamma = np.ascontiguousarray(p["damping_s"] / h, dtype=np.float64)
+    else:
+        gamma = np.zeros(c.count)
+    if c.kind == "dihedral":
+        return StepCoefficients(alpha_tilde, gamma, np.empty(0))
+    w = inv_mass[c.vertices.reshape(c.count, -1)]
+    if c.kind == "distance":
+        k_sum = w.sum(axis=1)
+    elif c.kind == "isometric":
+        k_sum = (w * p["stencil"] ** 2).sum(axis=1)
+    else:  # soft pin: grad C is a unit vector on one vertex
+        k_sum = w[:, 0]
+    denominator = (1.0 + gamma) * k_sum + alpha_tilde
+    usable = (k_sum > 0.0) & (denominator >= DEGENERATE_DENOMINATOR)
+    inv_denominator = np.where(usable, 1.0 / np.where(usable, denominator, 1.0), 0.0)
+    return StepCoefficients(alpha_tilde, gamma, np.ascontiguousarray(inv_denominator))
 
 
 def _corner_uv_per_edge(topology: MeshTopology, uv: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -40,10 +40,9 @@ def soft_pin_errors(x, vertex, target, compliance, h, lam, c_abs, residual_abs):
 
 @njit(cache=True)
 def dihedral_errors(x, vertices, rest_angle, compliance, h, lam, c_abs, residual_abs):
-    grad = np.empty((4, 3))
     for k in range(vertices.shape[0]):
-        theta, ok = dihedral_angle_and_gradient(x, vertices[k, 0], vertices[k, 1], vertices[k, 2], vertices[k, 3],
-                                                grad)
+        theta, ok, _, _, _, _ = dihedral_angle_and_gradient(x, vertices[k, 0], vertices[k, 1], vertices[k, 2],
+                                                            vertices[k, 3])
         C = wrap_angle(theta - rest_angle[k]) if ok else 0.0
         c_abs[k] = abs(C)
         residual_abs[k] = abs(C + compliance[k] / (h * h) * lam[k])

@@ -15,6 +15,8 @@ from selvedge.solver import Cloth, ClothOptions, grid_mesh
 from selvedge.solver import constraints as cs
 from selvedge.solver import kernels as kn
 
+import kernel_calls as kc
+
 SEEDS = (0, 1, 2, 3, 4)
 EPS = 1e-6  # central difference step, m: truncation ~EPS^2 = 1e-12, round-off ~1e-16/EPS = 1e-10
 FD_TOL = 1e-6  # absolute tolerance on O(1) gradients: far above both error sources
@@ -73,7 +75,7 @@ def test_distance_constraint_gradients_match_finite_differences(seed):
 
             fd = central_difference(C, x)
             after, lam = x.copy(), np.zeros(1)
-            kn.solve_distance_serial(after, x.copy(), w, c.vertices[k:k + 1].copy(),
+            kc.distance_serial(after, x.copy(), w, c.vertices[k:k + 1].copy(),
                                      c.params["rest_length"][k:k + 1].copy(), np.zeros(1), np.zeros(1), c.unilateral,
                                      H, lam)
             g = implied_gradient(x, after, w, (i, j), lam[0])
@@ -93,7 +95,7 @@ def test_tether_is_unilateral():
     verts = np.array([[0, 1]], np.int32)
     for length, moves in ((1.0, False), (0.4, True)):
         y, lam = x.copy(), np.zeros(1)
-        kn.solve_distance_serial(y, x.copy(), w, verts, np.array([length]), np.zeros(1), np.zeros(1), True, H, lam)
+        kc.distance_serial(y, x.copy(), w, verts, np.array([length]), np.zeros(1), np.zeros(1), True, H, lam)
         if moves:
             assert y[0, 0] == pytest.approx(0.1, abs=1e-15) and lam[0] < 0.0  # pulled to 0.4 m, pull sign
         else:
@@ -103,11 +105,7 @@ def test_tether_is_unilateral():
 # ----------------------------------------------------------------------------------------------
 # Dihedral angle
 # ----------------------------------------------------------------------------------------------
-def dihedral(points: np.ndarray):
-    """Kernel dihedral angle of (wing 1, wing 2, hinge a, hinge b) and its (4,3) gradient."""
-    grad = np.full((4, 3), np.nan)
-    theta, ok = kn.dihedral_angle_and_gradient(np.ascontiguousarray(points, dtype=np.float64), 0, 1, 2, 3, grad)
-    return theta, ok, grad
+dihedral = kc.dihedral
 
 
 def unsigned_fold_angle(p: np.ndarray) -> float:
@@ -156,7 +154,7 @@ def test_dihedral_projection_uses_the_dihedral_gradient():
         rest_angle = theta + rng.uniform(-0.3, 0.3)
         w = rng.uniform(0.5, 2.0, size=4)
         y, lam = p.copy(), np.zeros(1)
-        kn.solve_bend_dihedral_serial(y, p.copy(), w, np.array([[0, 1, 2, 3]], np.int32), np.cos([rest_angle]),
+        kc.dihedral_serial(y, p.copy(), w, np.array([[0, 1, 2, 3]], np.int32), np.cos([rest_angle]),
                                       np.sin([rest_angle]), np.zeros(1), np.zeros(1), H, lam)
         K = np.sum(w[:, None] * grad**2)
         assert lam[0] == pytest.approx(-(theta - rest_angle) / K, rel=1e-12)
@@ -190,7 +188,7 @@ def test_dihedral_is_robust_at_flat_and_rejects_degenerate_wings():
         theta, ok, grad = dihedral(p)
         assert not ok and theta == 0.0
         y = p.copy()
-        kn.solve_bend_dihedral_serial(y, p.copy(), np.ones(4), np.array([[0, 1, 2, 3]], np.int32), np.cos([0.5]),
+        kc.dihedral_serial(y, p.copy(), np.ones(4), np.array([[0, 1, 2, 3]], np.int32), np.cos([0.5]),
                                       np.sin([0.5]), np.zeros(1), np.zeros(1), H, np.zeros(1))
         assert np.all(y == p)  # skipped, no NaN written
     p = flat.copy()
@@ -275,7 +273,7 @@ def test_isometric_projection_gradient_is_the_stencil():
             expected[:, d] = s
             np.testing.assert_allclose(fd, expected, atol=FD_TOL * np.abs(s).max())
         y, lam = x.copy(), np.zeros((1, 3))
-        kn.solve_bend_isometric_serial(y, x.copy(), w, np.array([[0, 1, 2, 3]], np.int32), s[None, :].copy(),
+        kc.isometric_serial(y, x.copy(), w, np.array([[0, 1, 2, 3]], np.int32), s[None, :].copy(),
                                        np.zeros(1), np.zeros(1), H, lam)
         C = s @ x
         np.testing.assert_allclose(lam[0], -C / np.sum(w * s * s), rtol=1e-12)
@@ -299,7 +297,7 @@ def test_soft_pin_gradient_and_projection(seed):
 
     fd = central_difference(C, x)
     y, lam = x.copy(), np.zeros(1)
-    kn.solve_soft_pin_serial(y, w, np.array([1], np.int32), target, np.zeros(1), H, lam)
+    kc.soft_pin_serial(y, w, np.array([1], np.int32), target, np.zeros(1), H, lam)
     g = (y[1] - x[1]) / (w[1] * lam[0])
     np.testing.assert_allclose(g, fd[1], atol=FD_TOL)
     assert lam[0] == pytest.approx(-C(x) / (w[1] * np.sum(fd[1] ** 2)), rel=1e-6)
@@ -308,7 +306,7 @@ def test_soft_pin_gradient_and_projection(seed):
     # With compliance the goal acts like a spring: dlambda = -C / (w + alpha/h^2).
     alpha = 1e-5
     y, lam = x.copy(), np.zeros(1)
-    kn.solve_soft_pin_serial(y, w, np.array([1], np.int32), target, np.array([alpha]), H, lam)
+    kc.soft_pin_serial(y, w, np.array([1], np.int32), target, np.array([alpha]), H, lam)
     assert lam[0] == pytest.approx(-C(x) / (w[1] + alpha / H**2), rel=1e-12)
 
 
@@ -329,7 +327,7 @@ def test_single_distance_projection_is_mass_weighted_along_the_edge(seed):
     verts = np.array([[0, 1]], np.int32)
     for alpha, beta in ((0.0, 0.0), (1e-4, 0.0), (1e-4, 2e-3)):
         y, lam = x.copy(), np.zeros(1)
-        kn.solve_distance_serial(y, x_start, w, verts, np.array([rest]), np.array([alpha]), np.array([beta]), False,
+        kc.distance_serial(y, x_start, w, verts, np.array([rest]), np.array([alpha]), np.array([beta]), False,
                                  H, lam)
         alpha_tilde, gamma = alpha / H**2, beta / H
         rel = np.dot(n, (x[0] - x_start[0]) - (x[1] - x_start[1]))
@@ -369,12 +367,11 @@ def test_dihedral_angle_measured_from_the_rest_angle_equals_the_wrapped_differen
     """The kernels get the rest angle as (cos, sin) and rotate the atan2 arguments: the result must be
     theta - theta_0 wrapped into (-pi, pi], also for folds past flat and rest angles near +-pi."""
     rng = np.random.default_rng(12)
-    grad = np.empty((4, 3))
     for _ in range(300):
         p = np.ascontiguousarray(random_hinge(rng, max_fold=3.0))
-        theta, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, grad)
+        theta, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3)[:2]
         assert ok
         rest = rng.uniform(-math.pi, math.pi) if rng.random() < 0.5 else theta + rng.uniform(-0.2, 0.2)
-        got, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, grad, math.cos(rest), math.sin(rest))
+        got, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, math.cos(rest), math.sin(rest))[:2]
         want = math.remainder(theta - rest, 2 * math.pi)
         assert abs(got - want) < 1e-12 or abs(abs(got - want) - 2 * math.pi) < 1e-12

@@ -12,7 +12,7 @@ import math
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
-from ..kernels import clamp_unilateral, xpbd_delta_lambda
+from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT
 
 
@@ -61,7 +61,7 @@ def solve_contacts(x, x_substep_start, inv_mass, c_vertex, c_normal, c_point, c_
         C = (n0 * (x[i, 0] - c_point[c, 0]) + n1 * (x[i, 1] - c_point[c, 1]) + n2 * (x[i, 2] - c_point[c, 2])
              - c_radius[c])
         if C < 0.0 or lam[c] > 0.0:
-            dlam = xpbd_delta_lambda(C, w, 0.0, 0.0, 0.0, lam[c])
+            dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(w, 0.0, 0.0))
             dlam = clamp_unilateral(lam[c], dlam, 1.0)
             lam[c] += dlam
             x[i, 0] += w * dlam * n0

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
-from ..kernels import clamp_unilateral, xpbd_delta_lambda
+from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT
 from .geometry import closest_on_triangle, triangle_normal
 from .hash_grid import cell_hash, hash_boxes, query_boxes
@@ -166,7 +166,7 @@ def solve_self_particles(x, inv_mass, pi, pj, radius, lam):
         C = length - target
         if C >= 0.0 and lam[c] == 0.0:
             continue
-        dlam = xpbd_delta_lambda(C, wi + wj, 0.0, 0.0, 0.0, lam[c])
+        dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(wi + wj, 0.0, 0.0))
         dlam = clamp_unilateral(lam[c], dlam, 1.0)
         lam[c] += dlam
         n0, n1, n2 = d0 / length, d1 / length, d2 / length
@@ -343,7 +343,7 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         if K < 0.05 * max(max(wi, wa), max(wb, wc)):
             # only a triangle corner of small barycentric weight can move: it would be thrown by C / b
             continue
-        dlam = xpbd_delta_lambda(C, K, 0.0, 0.0, 0.0, lam[c])
+        dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(K, 0.0, 0.0))
         dlam = clamp_unilateral(lam[c], dlam, 1.0)
         lam[c] += dlam
         x[i, 0] += wi * dlam * n0

@@ -1,0 +1,49 @@
+"""The solver kernels called with physical inputs (compliance in its units, damping in s, h in s).
+
+The kernels take per-substep factors (alpha~, gamma, 1/denominator); these wrappers form them
+with the solver's own :func:`selvedge.solver.constraints.step_coefficients`, so every kernel test
+checks that step too.
+"""
+import numpy as np
+
+from selvedge.solver import kernels as kn
+from selvedge.solver.constraints import ConstraintSet, step_coefficients
+
+
+def _coefficients(kind, vertices, inv_mass, h, **params):
+    return step_coefficients(ConstraintSet("test", kind, vertices, params), np.asarray(inv_mass, float), h)
+
+
+def distance_serial(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam):
+    k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
+    kn.solve_distance_serial(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
+                             unilateral, lam)
+
+
+def distance_jacobi(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam, dx, hits):
+    k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
+    kn.solve_distance_jacobi(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
+                             unilateral, lam, dx, hits)
+
+
+def dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h, lam):
+    k = _coefficients("dihedral", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
+    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, lam)
+
+
+def isometric_serial(x, x0, inv_mass, vertices, stencil, compliance, damping_s, h, lam):
+    k = _coefficients("isometric", vertices, inv_mass, h, stencil=stencil, compliance=compliance,
+                      damping_s=damping_s)
+    kn.solve_bend_isometric_serial(x, x0, inv_mass, vertices, stencil, k.alpha_tilde, k.gamma, k.inv_denominator,
+                                   lam)
+
+
+def soft_pin_serial(x, inv_mass, vertex, target, compliance, h, lam):
+    k = _coefficients("soft_pin", vertex, inv_mass, h, compliance=compliance)
+    kn.solve_soft_pin_serial(x, inv_mass, vertex, target, k.alpha_tilde, k.inv_denominator, lam)
+
+
+def dihedral(points):
+    """Kernel dihedral angle of (wing 1, wing 2, hinge a, hinge b), ok flag and its (4,3) gradient."""
+    theta, ok, *grad = kn.dihedral_angle_and_gradient(np.ascontiguousarray(points, dtype=np.float64), 0, 1, 2, 3)
+    return theta, ok, np.array(grad, dtype=np.float64)
