@@ -53,7 +53,7 @@ def source_fingerprint() -> str:
 
 
 def build_scene(solver, n: int, mode: str, threads: int, substeps: int, iterations: int,
-                bending_model: str = "dihedral"):
+                bending_model: str = "auto"):
     import numpy as np
 
     positions, faces, uvs = solver.grid_mesh(n, n, 1.0, 1.0, origin=(0.0, 0.0, 1.0))
@@ -85,7 +85,8 @@ def run_case(solver, n: int, label: str, args) -> dict:
     build_s = time.perf_counter() - t0
     line = {"case": "solve", "grid": f"{n}x{n}", "vertices": n * n, "constraints": cloth.constraint_count,
             "per_set": {c.name: c.count for c in cloth._sets_serial}, "substeps": args.substeps,
-            "iterations": args.iterations, "bending": args.bending, "mode": mode, "threads": threads, "build_s": round(build_s, 3)}
+            "iterations": args.iterations, "bending": args.bending,
+            "bending_resolved": cloth.bending_model, "mode": mode, "threads": threads, "build_s": round(build_s, 3)}
     frame = 0
     try:
         t0 = time.perf_counter()
@@ -94,7 +95,7 @@ def run_case(solver, n: int, label: str, args) -> dict:
             cloth.step(pin_targets=targets(frame))
         line["warmup_s"] = round(time.perf_counter() - t0, 3)
         if mode == "colored":
-            line["colors"] = {c.name: int(c.color_offsets.size - 1) for c in cloth.constraint_sets}
+            line["blocks"] = {c.name: np.diff(c.block_offsets).tolist() for c in cloth.constraint_sets}
             line["numba_threads"] = numba.get_num_threads()
         diags = []
         t_start = time.perf_counter()
@@ -196,7 +197,8 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["serial", "colored1", "colored2"])
     parser.add_argument("--substeps", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--bending", default="dihedral", choices=("dihedral", "isometric", "cross_edge"))
+    parser.add_argument("--bending", default="auto", choices=("auto", "dihedral", "isometric", "cross_edge"),
+                        help="bending model (default auto: isometric on this flat sheet)")
     parser.add_argument("--warmup", type=int, default=2, help="frames run before timing (default 2)")
     parser.add_argument("--min-frames", type=int, default=3)
     parser.add_argument("--max-frames", type=int, default=24)

@@ -235,12 +235,11 @@ class LearnedCoupling:
         stretch = cloth.stretch
         p = stretch.params
         x0 = x.copy()
-        stretch.lam.fill(0.0)
         dx, hits = np.zeros_like(x), np.zeros(x.shape[0])
         k = step_coefficients(stretch, cloth.inv_mass, h, damping=False)
-        for _ in range(self.residual_iterations):
+        for iteration in range(self.residual_iterations):
             kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, p["rest_length"], k.alpha_tilde, k.gamma,
-                                     k.inv_denominator, stretch.unilateral, stretch.lam, dx, hits)
+                                     k.inv_denominator, stretch.unilateral, iteration == 0, stretch.lam, dx, hits)
             kn.apply_jacobi(x, dx, hits, RESIDUAL_OMEGA)
             if cloth.contact_handler is not None:
                 cloth.contact_handler.project(x, x0, cloth.inv_mass, h)

@@ -621,8 +621,8 @@ class Simulation:
                     warnings += source.warnings
                 settings = {"object": settings_dict(obj.selvedge, CLOTH_KEYS),
                             "scene": settings_dict(scene.selvedge, SCENE_KEYS), "material": asdict(material),
-                            "options": asdict(options), "solver": asdict(solver_settings),
-                            "colliders": [c.describe() for c in self.colliders]}
+                            "options": asdict(options), "bending_model": cloth.bending_model,
+                            "solver": asdict(solver_settings), "colliders": [c.describe() for c in self.colliders]}
                 self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts, coupling))
                 on_frame(len(self.runs) - 1, 0, to_object_space(rest, matrix))
             context.window_manager.progress_begin(0, max(self.total, 1))

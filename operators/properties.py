@@ -25,6 +25,8 @@ BENDING_ITEMS = (
     ("cross_edge", "Cross Edge", "Distance constraint across each hinge: cheap, slightly anisotropic"),
     ("dihedral", "Dihedral", "Dihedral-angle constraint per hinge: handles large folds"),
     ("isometric", "Isometric", "Quadratic isometric bending (Bergou 2006): fast, for nearly inextensible cloth"),
+    ("auto", "Auto", "Isometric when the rest shape is flat (a sewing pattern, a flat sheet), dihedral when it is "
+     "curved"),
 )
 SOLVE_ITEMS = (
     ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
@@ -75,7 +77,7 @@ class SelvedgeObjectSettings(PropertyGroup):
     thickness_m: FloatProperty(name="Thickness", description="Cloth thickness for collisions, metres",
                                default=0.0015, min=1e-5, soft_max=0.05, precision=4, unit="LENGTH")
     bending_model: EnumProperty(name="Bending Model", description="How bending is constrained", items=BENDING_ITEMS,
-                                default="dihedral")
+                                default="auto")
     pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: weight 1 follows the "
                               "animated mesh exactly, weights between 0 and 1 pull softly", default="")
     weight_map_warp: StringProperty(name="Warp Map", description="Optional vertex group scaling warp stretch "

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 #: Kept as a literal so that building the enum does not import the solver (and Numba).
 PRESET_NAMES = ("cotton", "silk", "denim", "leather", "jersey_knit", "rubber")
 #: Same for ``solver.BENDING_MODELS`` and ``solver.SOLVE_MODES``.
-BENDING_MODELS = ("cross_edge", "dihedral", "isometric")
+BENDING_MODELS = ("cross_edge", "dihedral", "isometric", "auto")
 SOLVE_MODES = ("serial", "colored", "jacobi")
 
 #: Per-object cloth settings that feed the solver, in the order they are documented.

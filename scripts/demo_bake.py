@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         "pinned_vertices": cloth.pinned_vertices.tolist(), "moving_pin": moving_corner,
         "material": dataclasses.asdict(material), "options": dataclasses.asdict(options),
         "solver": dataclasses.asdict(settings),
-        "constraints": {c.name: c.count for c in cloth.constraint_sets},
+        "constraints": {c.name: c.count for c in cloth.constraint_sets}, "bending_model": cloth.bending_model,
         "warnings": cloth.warnings, "pc2_start_frame": 1, "pc2_samples": args.frames + 1,
     }
     write_sidecar(json_path, settings_doc, diagnostics, extra={"cache": pc2_path.name})

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from . import kernels as kn
-from .coloring import color_constraints
+from .coloring import block_schedule, partition_vertices
 from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
                           build_tethers, hops_to_pins, interleave_independent, sweep_order_from_pins,
                           vertex_uv)
@@ -132,7 +132,7 @@ class Cloth:
             sets = [sweep_order_from_pins(s, hops) for s in sets]
         sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
-        self._sets_colored: list[ConstraintSet] | None = None
+        self._colored: tuple | None = None
 
         self.contact_handler = contact_handler
         self.acceleration_hook = acceleration_hook
@@ -182,15 +182,36 @@ class Cloth:
 
     @property
     def constraint_sets(self) -> list[ConstraintSet]:
-        """The constraint sets in solve order, as scheduled for the current solve mode."""
-        if self.settings.solve_mode == "colored":
-            if self._sets_colored is None:
-                self._sets_colored = []
-                for s in self._sets_serial:
-                    order, offsets = color_constraints(s.vertices.reshape(s.count, -1), self.inv_mass)
-                    self._sets_colored.append(s.permuted(order, offsets))
-            return self._sets_colored
-        return self._sets_serial
+        """The constraint sets in solve order, as scheduled for the current solve mode.
+
+        Coloured mode cuts the cloth into one block per thread (:func:`partition_vertices`) and
+        reorders each set with :func:`block_schedule`: the blocks run in parallel, each in the
+        serial sweep order, then the few constraints that cross a cut. The schedule, and so the
+        result, depends on the thread count; for a given count it is bit-reproducible.
+        """
+        if self.settings.solve_mode != "colored":
+            return self._sets_serial
+        n_blocks = self.parallel_blocks
+        if self._colored is None or self._colored[0] != n_blocks:
+            part = partition_vertices(self.rest_positions, self.inv_mass > 0.0, n_blocks)
+            sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
+            self._colored = (n_blocks, sets)
+        return self._colored[1]
+
+    @property
+    def parallel_blocks(self) -> int:
+        """Blocks of the coloured schedule: ``settings.threads``, else Numba's thread count.
+
+        With more blocks than cores the blocks share the threads; the result depends on the
+        block count only, so a fixed ``threads`` gives the same bake on any machine.
+        """
+        return int(self.settings.threads or numba.config.NUMBA_NUM_THREADS)
+
+    @property
+    def bending_model(self) -> str | None:
+        """The bending model in use (``"auto"`` resolved from the rest shape), None without bending."""
+        kinds = {"dihedral": "dihedral", "isometric": "isometric", "distance": "cross_edge"}
+        return next((kinds[c.kind] for c in self._sets_serial if c.name == "bend"), None)
 
     @property
     def stretch(self) -> ConstraintSet:
@@ -264,8 +285,8 @@ class Cloth:
                     f"pin target of vertex {int(self.kinematic_index[worst])} jumps {travel[worst]:.3g} m in one frame "
                     f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
                     "rig call set_positions() instead of stepping")
-        if self.settings.solve_mode == "colored" and self.settings.threads:
-            numba.set_num_threads(int(self.settings.threads))
+        if self.settings.solve_mode == "colored":
+            numba.set_num_threads(min(self.parallel_blocks, numba.config.NUMBA_NUM_THREADS))
         snapshot = (self.x.copy(), self.v.copy())
         timings = {}
         t_frame = time.perf_counter()
@@ -365,16 +386,14 @@ class Cloth:
                 tick("learned", t0)
                 if check_phases:
                     self._check("the proposal hook", sub, h)
-            for c in sets:
-                c.lam.fill(0.0)
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
-            for _ in range(s.iterations):
+            for iteration in range(s.iterations):
                 for c in sets:
                     t0 = clock()
-                    self._project(c, h)
+                    self._project(c, h, reset_lambda=iteration == 0)
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
@@ -392,8 +411,11 @@ class Cloth:
                 handler.end_substep(self.x, self.v, self.inv_mass, h)
                 tick("contacts_solve", t0)
 
-    def _project(self, c: ConstraintSet, h: float) -> None:
-        """One pass over one constraint set in the current solve mode."""
+    def _project(self, c: ConstraintSet, h: float, reset_lambda: bool) -> None:
+        """One pass over one constraint set in the current solve mode.
+
+        ``reset_lambda``: the substep's first pass, which starts every multiplier from 0.
+        """
         mode = self.settings.solve_mode
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
         k = c.coefficients(h, w)
@@ -409,19 +431,19 @@ class Cloth:
         else:
             args = (x, w, c.vertices, p["target"], k.alpha_tilde, k.inv_denominator)
             if mode == "serial":
-                kn.solve_soft_pin_serial(*args, c.lam)
+                kn.solve_soft_pin_serial(*args, reset_lambda, c.lam)
             elif mode == "colored":
-                kn.solve_soft_pin_colored(*args, c.lam)
+                kn.solve_soft_pin_colored(*args, reset_lambda, c.lam)
             else:
-                kn.solve_soft_pin_jacobi(*args, c.lam, self._dx, self._hits)
+                kn.solve_soft_pin_jacobi(*args, reset_lambda, c.lam, self._dx, self._hits)
                 kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
             return
         if mode == "serial":
-            fns[0](*args, c.lam)
+            fns[0](*args, reset_lambda, c.lam)
         elif mode == "colored":
-            fns[1](*args, c.color_offsets, c.lam)
+            fns[1](*args, c.block_offsets, reset_lambda, c.lam)
         else:
-            fns[2](*args, c.lam, self._dx, self._hits)
+            fns[2](*args, reset_lambda, c.lam, self._dx, self._hits)
             kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
 
     # ------------------------------------------------------------------------------------------

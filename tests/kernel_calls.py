@@ -2,7 +2,8 @@
 
 The kernels take per-substep factors (alpha~, gamma, 1/denominator); these wrappers form them
 with the solver's own :func:`selvedge.solver.constraints.step_coefficients`, so every kernel test
-checks that step too.
+checks that step too. The multipliers are the caller's to reset (``reset_lambda=False``), so a
+test can write out any multiplier lifecycle.
 """
 import numpy as np
 
@@ -17,30 +18,30 @@ def _coefficients(kind, vertices, inv_mass, h, **params):
 def distance_serial(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam):
     k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
     kn.solve_distance_serial(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
-                             unilateral, lam)
+                             unilateral, False, lam)
 
 
 def distance_jacobi(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam, dx, hits):
     k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
     kn.solve_distance_jacobi(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
-                             unilateral, lam, dx, hits)
+                             unilateral, False, lam, dx, hits)
 
 
 def dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h, lam):
     k = _coefficients("dihedral", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
-    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, lam)
+    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, False, lam)
 
 
 def isometric_serial(x, x0, inv_mass, vertices, stencil, compliance, damping_s, h, lam):
     k = _coefficients("isometric", vertices, inv_mass, h, stencil=stencil, compliance=compliance,
                       damping_s=damping_s)
     kn.solve_bend_isometric_serial(x, x0, inv_mass, vertices, stencil, k.alpha_tilde, k.gamma, k.inv_denominator,
-                                   lam)
+                                   False, lam)
 
 
 def soft_pin_serial(x, inv_mass, vertex, target, compliance, h, lam):
     k = _coefficients("soft_pin", vertex, inv_mass, h, compliance=compliance)
-    kn.solve_soft_pin_serial(x, inv_mass, vertex, target, k.alpha_tilde, k.inv_denominator, lam)
+    kn.solve_soft_pin_serial(x, inv_mass, vertex, target, k.alpha_tilde, k.inv_denominator, False, lam)
 
 
 def dihedral(points):

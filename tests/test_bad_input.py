@@ -41,13 +41,14 @@ def test_zero_length_edge_is_an_error_naming_the_vertices():
         Cloth(pos, faces)
 
 
-def test_zero_area_triangle_carries_no_mass_and_no_bending():
+@pytest.mark.parametrize("bending_model", ["dihedral", "isometric"])
+def test_zero_area_triangle_carries_no_mass_and_no_bending(bending_model):
     # A unit square split at the mid-point 4 of its bottom edge into three good triangles, plus a sliver
     # (0, 1, 4) whose three corners are collinear along that bottom edge.
     pos = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0.5, 0, 0]], float)
     faces = np.array([[0, 4, 3], [4, 1, 2], [4, 2, 3], [0, 1, 4]])
-    cloth = Cloth(pos, faces, options=ClothOptions(tethers=False), material=Material(air_drag_per_s=0.0),
-                  settings=SolverSettings(substeps=10))
+    cloth = Cloth(pos, faces, options=ClothOptions(tethers=False, bending_model=bending_model),
+                  material=Material(air_drag_per_s=0.0), settings=SolverSettings(substeps=10))
     assert any("1 zero-area triangles (first: 3)" in w and "no mass and no bending" in w for w in cloth.warnings)
     # Mass: only the good triangles count. Independently: areas 1/4, 1/4, 1/2; a third of each to its corners.
     expected = np.zeros(5)
@@ -57,7 +58,9 @@ def test_zero_area_triangle_carries_no_mass_and_no_bending():
     assert math.isclose(cloth.mass.sum(), RHO * 1.0, rel_tol=1e-12)
     # Bending: hinges 4-3 and 4-2 join two good triangles; 0-4 and 4-1 border the sliver and get none.
     bend = next(c for c in cloth.constraint_sets if c.name == "bend")
-    hinges = sorted(tuple(sorted(v)) for v in bend.vertices[:, 2:].tolist())  # dihedral: wings, then hinge
+    assert bend.kind == bending_model
+    hinge = slice(2, 4) if bending_model == "dihedral" else slice(0, 2)  # dihedral: wings first; isometric: hinge
+    hinges = sorted(tuple(sorted(v)) for v in bend.vertices[:, hinge].tolist())
     assert hinges == [(2, 4), (3, 4)]
     # Safe: the cloth falls freely and exactly (semi-implicit Euler z = -g h^2 n (n+1) / 2), no NaN from the sliver.
     for _ in range(5):
@@ -374,7 +377,7 @@ def test_invalid_frame_dt():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(bending_model="springs"), r"bending_model must be one of \('cross_edge', 'dihedral', 'isometric'\)"),
+    (dict(bending_model="springs"), r"bending_model must be one of \('cross_edge', 'dihedral', 'isometric', 'auto'\)"),
     (dict(rest_length_source="uv"), r"rest_length_source must be 'mesh' or 'pattern'"),
     (dict(tether_scale=0.9), r"tether_scale must be >= 1"),
     (dict(tether_count=0), r"tether_count must be an integer in 1..8"),

@@ -32,7 +32,10 @@ def _max_strain_after(cloth, pos, frames):
 def test_interleaved_sweep_keeps_the_pin_outward_convergence():
     pos, faces, uv, pins = _hanging_sheet()
     settings = SolverSettings(substeps=20, iterations=1, solve_mode="serial")
-    options = ClothOptions()
+    # Dihedral bending, where the order decides the result (settled max strain: interleaved 0.365,
+    # pin-outward 0.374, mesh order 0.817). With the linear isometric bending that "auto" picks for
+    # this flat sheet, mesh order converges as well (0.354 vs 0.380 and 0.396, measured).
+    options = ClothOptions(bending_model="dihedral")
     interleaved = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)
     outward = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)
     mesh_order = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)

@@ -38,7 +38,7 @@ PROTOCOL = {
     "cheap_iterations": 1,
     "solve_mode": "serial",
     "solve_order": "stretch -> shear -> bend -> tethers (serial Gauss-Seidel, sweep order from pins)",
-    "bending_model": ClothOptions().bending_model,
+    "bending_model": "dihedral",
     "gravity_m_s2": [0.0, 0.0, -9.81],
     "colliders": ("per scene: none / sphere / capsule / box moving sinusoidally (0.1-0.3 m, 0.3-0.6 Hz) (scenes.COLLIDER_KINDS), "
                   "analytic proxies in a Colliders contact handler, cloth thickness 0.004 m, default friction"),
@@ -50,6 +50,7 @@ PROTOCOL = {
 def make_cloth(scene, substeps: int, iterations: int = 1, fps: float = 24.0) -> Cloth:
     settings = SolverSettings(substeps=substeps, iterations=iterations, solve_mode="serial", fps=fps)
     return Cloth(scene.rest, scene.faces, material=scene.material, pin_weights=scene.pins, settings=settings,
+                 options=ClothOptions(bending_model=PROTOCOL["bending_model"]),
                  initial_velocities=np.tile(scene.v0, (len(scene.rest), 1)), contact_handler=scene.make_colliders())
 
 
