@@ -349,7 +349,7 @@ def bone_capsules(obj) -> tuple[object, list[dict], list[str]]:
         axis = tail - head
         length = float(np.linalg.norm(axis))
         p = co[owner[name]] - head
-        t = np.clip(p @ axis / max(length * length, 1e-300), 0.0, 1.0)
+        t = np.clip(np.einsum("ij,j->i", p, axis) / max(length * length, 1e-300), 0.0, 1.0)  # no threaded BLAS
         radius = float(np.linalg.norm(p - t[:, None] * axis, axis=1).max())
         if radius <= 0.0:
             warnings.append(f"{obj.name}: the vertices of bone {name!r} lie on the bone; no capsule")

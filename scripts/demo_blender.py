@@ -193,7 +193,7 @@ def distance_to_body(points, shapes):
     best = np.full(points.shape[0], np.inf)
     for a, b, radius in shapes:
         ab = b - a
-        t = np.clip((points - a) @ ab / max(float(ab @ ab), 1e-300), 0.0, 1.0)
+        t = np.clip(np.einsum("ij,j->i", points - a, ab) / max(float(ab @ ab), 1e-300), 0.0, 1.0)
         best = np.minimum(best, np.linalg.norm(points - (a + t[:, None] * ab), axis=1) - radius)
     return best
 
