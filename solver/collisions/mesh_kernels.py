@@ -111,6 +111,22 @@ def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_sin
                    and old_len <= 1.5 * new_len + need[i])
 
 
+@njit(inline="always", **_JIT)
+def sort_by_distance(cand, d0, start, stop):
+    """Stable in-place insertion sort of ``cand[start:stop]`` by ``d0``: the lists hold a few
+    triangles each, where ``np.argsort`` and its copies cost 27 % of the whole query."""
+    for s in range(start + 1, stop):
+        key_d = d0[s]
+        key_c = cand[s]
+        j = s - 1
+        while j >= start and d0[j] > key_d:
+            d0[j + 1] = d0[j]
+            cand[j + 1] = cand[j]
+            j -= 1
+        d0[j + 1] = key_d
+        cand[j + 1] = key_c
+
+
 @njit(**_JIT)
 def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
                           max_cells, tris, v0, center, rad):
@@ -201,12 +217,7 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
                                 cand[count] = b
                                 d0[count] = max(dist, 0.0)
                                 count += 1
-                if count - start > 1:  # nearest first
-                    order = np.argsort(d0[start:count])
-                    seg_c = cand[start:count][order]
-                    seg_d = d0[start:count][order]
-                    cand[start:count] = seg_c
-                    d0[start:count] = seg_d
+                sort_by_distance(cand, d0, start, count)  # nearest first
         offsets[q + 1] = count
     return offsets, cand[:count].copy(), d0[:count].copy()
 
