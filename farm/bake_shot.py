@@ -17,18 +17,12 @@ extension): one worker process, per-shot log next to the cache folder, temporary
 the bake succeeds (a failed bake leaves no partial cache), exit status 1 on failure.
 """
 import argparse
-import glob
 import os
 import runpy
 import sys
 
-
-class TaskError(Exception):
-    pass
-
-
-def script_args(argv):
-    return argv[argv.index("--") + 1:] if "--" in argv else argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # farm_shots.py lies beside this script
+from farm_shots import TaskError, resolve_shot, script_args, split_list  # noqa: E402
 
 
 def parse(argv):
@@ -49,33 +43,6 @@ def parse(argv):
     p.add_argument("--selvedge", default="", help="the Selvedge extension folder (holding cli.py); default: the "
                                                   "installed extension")
     return p.parse_args(script_args(argv))
-
-
-def split_list(text):
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def resolve_shot(project, shots, count, index):
-    """The absolute .blend path of shot ``index`` (1-based); TaskError when the job is inconsistent."""
-    project = os.path.abspath(os.path.expanduser(project))
-    paths = []
-    for item in split_list(shots):
-        pattern = item if os.path.isabs(item) else os.path.join(project, item)
-        if any(c in item for c in "*?["):
-            matches = sorted(glob.glob(pattern))
-            if not matches:
-                raise TaskError(f"shot pattern {item!r} matches no file in {project}")
-            paths += matches
-        else:
-            paths.append(os.path.normpath(pattern))
-    if not paths:
-        raise TaskError("the job's shot list is empty")
-    if len(paths) != count:
-        raise TaskError(f"the shot list names {len(paths)} shot(s) but the job has ShotCount={count} tasks; "
-                        "make ShotCount equal the number of shots")
-    if not 1 <= index <= count:
-        raise TaskError(f"shot index {index} is outside 1..{count}")
-    return paths[index - 1]
 
 
 def find_cli(selvedge):

@@ -22,15 +22,10 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # farm_shots.py lies beside this script
+from farm_shots import TaskError, resolve_shot, script_args, split_list  # noqa: E402
+
 MODIFIER_NAME = "Selvedge Cache"
-
-
-class TaskError(Exception):
-    pass
-
-
-def script_args(argv):
-    return argv[argv.index("--") + 1:] if "--" in argv else argv[1:]
 
 
 def parse(argv):
@@ -47,33 +42,6 @@ def parse(argv):
     p.add_argument("--output", default="", help="render output path ('#' = frame digits, {shot} = the shot's "
                                                 "name, '//' = next to the .blend); empty: the shot's own")
     return p.parse_args(script_args(argv))
-
-
-def split_list(text):
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def resolve_shot(project, shots, count, index):
-    """The absolute .blend path of shot ``index`` (1-based); TaskError when the job is inconsistent."""
-    project = os.path.abspath(os.path.expanduser(project))
-    paths = []
-    for item in split_list(shots):
-        pattern = item if os.path.isabs(item) else os.path.join(project, item)
-        if any(c in item for c in "*?["):
-            matches = sorted(glob.glob(pattern))
-            if not matches:
-                raise TaskError(f"shot pattern {item!r} matches no file in {project}")
-            paths += matches
-        else:
-            paths.append(os.path.normpath(pattern))
-    if not paths:
-        raise TaskError("the job's shot list is empty")
-    if len(paths) != count:
-        raise TaskError(f"the shot list names {len(paths)} shot(s) but the job has ShotCount={count} tasks; "
-                        "make ShotCount equal the number of shots")
-    if not 1 <= index <= count:
-        raise TaskError(f"shot index {index} is outside 1..{count}")
-    return paths[index - 1]
 
 
 def blend_relative(path, blend):

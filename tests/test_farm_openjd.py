@@ -162,11 +162,15 @@ def test_template_passes_openjd_check():
 
 
 def test_embedded_scripts_are_the_farm_scripts():
-    """The template carries farm/bake_shot.py and farm/render_frames.py (run farm/openjd/embed.py after edits)."""
+    """The template carries farm/bake_shot.py and farm/render_frames.py, each step with the farm_shots.py
+    they import written beside them (run farm/openjd/embed.py after edits)."""
     doc = yaml.safe_load(TEMPLATE.read_text())
-    files = {f["name"]: f for step in doc["steps"] for f in step["script"].get("embeddedFiles", [])}
-    assert files["BakeShot"]["data"] == (ROOT / "farm" / "bake_shot.py").read_text()
-    assert files["RenderFrames"]["data"] == (ROOT / "farm" / "render_frames.py").read_text()
+    shared = (ROOT / "farm" / "farm_shots.py").read_text()
+    for step, script, name in (("Bake", "bake_shot", "BakeShot"), ("Render", "render_frames", "RenderFrames")):
+        files = {f["name"]: f for f in next(s for s in doc["steps"] if s["name"] == step)["script"]["embeddedFiles"]}
+        assert files[name]["data"] == (ROOT / "farm" / f"{script}.py").read_text()
+        assert files[name]["filename"] == f"{script}.py"
+        assert files["FarmShots"]["data"] == shared and files["FarmShots"]["filename"] == "farm_shots.py"
     assert [s["name"] for s in doc["steps"]] == ["Bake", "Render"]
     assert doc["steps"][1]["dependencies"] == [{"dependsOn": "Bake"}]
     defaults = {p["name"]: p.get("default") for p in doc["parameterDefinitions"]}

@@ -1,7 +1,7 @@
-"""Copy farm/bake_shot.py and farm/render_frames.py into the template's embedded files.
+"""Copy farm/bake_shot.py, farm/render_frames.py and farm/farm_shots.py into the template's embedded files.
 
-The template embeds both task scripts (so a worker needs only Blender and the Selvedge extension,
-not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
+The template embeds both task scripts and the module they share (so a worker needs only Blender
+and the Selvedge extension, not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
 tests/test_farm_openjd.py fails while the embedded copies differ from the files.
 """
 import re
