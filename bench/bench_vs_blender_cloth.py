@@ -182,8 +182,9 @@ def body_bvh(body):
     return BVHTree.FromPolygons(world.tolist(), tris.reshape(-1, 3).tolist())
 
 
-#: A fixed direction off every axis and diagonal, for the inside test (ray parity).
-_RAY = tuple(float(c) for c in np.array([0.2873, 0.1947, 0.9378]) / np.linalg.norm([0.2873, 0.1947, 0.9378]))
+#: Three fixed directions off every axis and diagonal, for the inside test (ray parity).
+_RAYS = tuple(tuple(float(c) for c in np.array(r) / np.linalg.norm(r))
+              for r in ([0.2873, 0.1947, 0.9378], [-0.8123, 0.4711, 0.1736], [0.3371, -0.9088, -0.2457]))
 
 
 def signed_distance(points: np.ndarray, bvh) -> np.ndarray:
@@ -208,16 +209,22 @@ def signed_distance(points: np.ndarray, bvh) -> np.ndarray:
 
 
 def _inside(p, bvh) -> bool:
+    """Ray parity, by majority over three directions: one ray that grazes an edge or a vertex of the
+    body counts that crossing twice or not at all (seen: a vertex 2 cm outside the torso reported
+    2 cm inside for one frame)."""
     from mathutils import Vector
 
-    origin, direction, crossings = Vector(p), Vector(_RAY), 0
-    for _ in range(256):  # the body has far fewer layers; the cap only guards against a stuck ray
-        hit, _, _, _ = bvh.ray_cast(origin, direction)
-        if hit is None:
-            break
-        crossings += 1
-        origin = hit + 1e-5 * direction  # past the face (BVH trees work in single precision)
-    return crossings % 2 == 1
+    votes = 0
+    for ray in _RAYS:
+        origin, direction, crossings = Vector(p), Vector(ray), 0
+        for _ in range(256):  # the body has far fewer layers; the cap only guards against a stuck ray
+            hit, _, _, _ = bvh.ray_cast(origin, direction)
+            if hit is None:
+                break
+            crossings += 1
+            origin = hit + 1e-5 * direction  # past the face (BVH trees work in single precision)
+        votes += crossings % 2
+    return votes >= 2
 
 
 def timing(ms: list[float]) -> dict:
