@@ -296,3 +296,43 @@ def test_clearance_cache_skips_scans_of_falling_vertices_without_changing_the_co
     assert skipped[1] == 0
     assert skipped[0] > 0.3 * scanned[0]
     assert np.abs(runs[0] - runs[1]).max() < 1e-9
+
+
+def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangle():
+    """The broad-phase query allocates for 8 candidates per queried vertex and grows its buffers
+    from the vertex that overflowed. One vertex with a 25 cm reach over a 2,500-triangle ellipsoid
+    overflows them several times; against a brute-force pass over every triangle, its list must hold
+    each triangle within reach (exact segment distance) exactly once, with d0 the midpoint bound of
+    a short travel segment, nearest first; the vertices not asked for keep empty lists."""
+    from selvedge.solver.collisions import hash_grid
+    from selvedge.solver.collisions import mesh_kernels as mk
+    from selvedge.solver.collisions.geometry import point_triangle_distance, segment_triangle_distance
+
+    verts, tris = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 26, np.array([0.0, 0.0, 1.0]))
+    radius = 0.004
+    seg_a = np.array([[0.0, 0.0, 0.0], [0.1, 0.25, 1.3], [0.0, 0.0, 3.0]])
+    seg_b = seg_a + np.array([0.0, 0.0, -0.01])
+    pad = np.full(3, 0.25)
+    limit = pad[1] + radius
+    active = np.array([False, True, False])
+    tlo, thi = np.empty((len(tris), 3)), np.empty((len(tris), 3))
+    mk.swept_triangle_boxes(verts, verts, tris, radius, tlo, thi)
+    center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
+    mk.triangle_spheres(verts, tris, center, rad)
+    cell, table = 0.05, 4096
+    bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
+    offsets, cand, d0 = mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table, bucket,
+                                                 items, 32, tris, verts, center, rad)
+    assert list(offsets) == [0, 0, len(cand), len(cand)]
+    assert len(cand) > 100  # far more than the 16 first allocated
+    assert len(set(cand.tolist())) == len(cand)  # no triangle twice
+    mid = 0.5 * (seg_a[1] + seg_b[1])
+    half = 0.5 * np.linalg.norm(seg_b[1] - seg_a[1])
+    exact = np.array([segment_triangle_distance(*seg_a[1], *seg_b[1], *verts[a], *verts[b], *verts[c])
+                      for a, b, c in tris])
+    bound = np.array([max(point_triangle_distance(*mid, *verts[a], *verts[b], *verts[c]) - half, 0.0)
+                      for a, b, c in tris])
+    assert set(np.flatnonzero(exact <= limit).tolist()) <= set(cand.tolist())  # nothing within reach lost
+    assert np.all(bound[cand] <= limit)  # nothing listed that the bound rules out
+    np.testing.assert_allclose(d0, bound[cand], rtol=1e-12, atol=1e-15)
+    assert np.all(np.diff(d0) >= 0.0)

@@ -382,19 +382,22 @@ class Colliders(ContactHandler):
         travel + margin + collider motion + the deflection allowance of that remaining path (a
         vertex that still leaves it later in the frame is flagged and re-queried again)."""
         lost = m.lost
-        step = x_pred - x_start
+        idx = np.flatnonzero(lost)  # a few vertices: the capsules are formed for them only
+        step = x_pred[idx] - x_start[idx]
         travel = np.sqrt((step ** 2).sum(axis=1))
         remaining = (1.0 - t_end) * self._frame_dt
-        seg_end = x_pred + step * (remaining / h)
-        pad = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
+        seg_end = x_pred.copy()
+        seg_end[idx] += step * (remaining / h)
+        pad = np.zeros(x_pred.shape[0])
+        pad[idx] = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
         radius = self.cloth_thickness + m.mesh.thickness
         offsets, cand, d0 = self._query(m, x_pred, seg_end, pad, radius, lost)
         m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
-        m.seg_a[lost] = x_pred[lost]
-        m.seg_b[lost] = seg_end[lost]
-        m.mark[lost] = m.cum_motion
-        m.base_shift[lost] = 0.0
-        m.r_built[lost] = pad[lost] + radius
+        m.seg_a[idx] = x_pred[idx]
+        m.seg_b[idx] = seg_end[idx]
+        m.mark[idx] = m.cum_motion
+        m.base_shift[idx] = 0.0
+        m.r_built[idx] = pad[idx] + radius
         self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(np.count_nonzero(lost))
 
     def _prepare_self(self, x):

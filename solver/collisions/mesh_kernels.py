@@ -128,33 +128,19 @@ def sort_by_distance(cand, d0, start, stop):
 
 
 @njit(**_JIT)
-def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
-                          max_cells, tris, v0, center, rad):
-    """Candidate triangles of every active vertex: CSR (offsets, cand, d0), each vertex's list
-    sorted by d0 (nearest first).
+def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items, max_cells,
+                     tris, v0, center, rad, stamp, offsets, cand, d0, q_first, count):
+    """The loop of :func:`mesh_query_candidates` from vertex ``q_first`` on, into fixed buffers.
 
-    Vertex i travels along the segment [seg_a, seg_b] give or take ``pad[i]``; its query box
-    is the segment's box grown by ``pad`` (triangle boxes already carry the contact radius),
-    and a triangle is kept when its distance to the segment (collider at ``v0``), d0, is at
-    most ``pad[i] + radius``. d0 is exact for a long segment; for a short one (half length
-    under half the reach) it is the lower bound ``|midpoint - triangle| - half length``,
-    which is all its users need (a superset is kept, and every list bound stays valid).
-    ``center`` / ``rad``: the triangles' bounding spheres at ``v0`` (cheap rejection). One pass
-    (hash query, exact filter and sort fused; measured faster than a two-pass parallel
-    version on the 2-core bench machine).
+    Returns (next vertex, count): ``n`` when all are done, else the vertex whose list did not fit
+    in ``cand`` (its partial list is dropped: resume from it with bigger buffers and a cleared
+    ``stamp``). No array is reassigned inside the loop: Numba would then count references on
+    every iteration (atomic operations, 37 ns per vertex even for inactive ones).
     """
     n = seg_a.shape[0]
-    nbox = tlo.shape[0]
-    inv = 1.0 / cell
-    stamp = np.full(nbox, -1, dtype=np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    cap = max(16, 8 * n)
-    cand = np.empty(cap, dtype=np.int64)
-    d0 = np.empty(cap)
-    count = 0
     ql = np.empty((1, 3))
     qh = np.empty((1, 3))
-    for q in range(n):
+    for q in range(q_first, n):
         if active[q]:
             for d in range(3):
                 ql[0, d] = min(seg_a[q, d], seg_b[q, d]) - pad[q]
@@ -206,19 +192,53 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
                                                                    v0[ic, 1], v0[ic, 2]) - half
                                 if dist > limit:
                                     continue
-                                if count == cap:
-                                    cap *= 2
-                                    grown = np.empty(cap, dtype=np.int64)
-                                    grown[:count] = cand[:count]
-                                    cand = grown
-                                    grown_d = np.empty(cap)
-                                    grown_d[:count] = d0[:count]
-                                    d0 = grown_d
+                                if count == cand.shape[0]:
+                                    return q, start
                                 cand[count] = b
                                 d0[count] = max(dist, 0.0)
                                 count += 1
                 sort_by_distance(cand, d0, start, count)  # nearest first
         offsets[q + 1] = count
+    return n, count
+
+
+@njit(**_JIT)
+def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
+                          max_cells, tris, v0, center, rad):
+    """Candidate triangles of every active vertex: CSR (offsets, cand, d0), each vertex's list
+    sorted by d0 (nearest first).
+
+    Vertex i travels along the segment [seg_a, seg_b] give or take ``pad[i]``; its query box
+    is the segment's box grown by ``pad`` (triangle boxes already carry the contact radius),
+    and a triangle is kept when its distance to the segment (collider at ``v0``), d0, is at
+    most ``pad[i] + radius``. d0 is exact for a long segment; for a short one (half length
+    under half the reach) it is the lower bound ``|midpoint - triangle| - half length``,
+    which is all its users need (a superset is kept, and every list bound stays valid).
+    ``center`` / ``rad``: the triangles' bounding spheres at ``v0`` (cheap rejection). One pass
+    (hash query, exact filter and sort fused; measured faster than a two-pass parallel
+    version on the 2-core bench machine).
+    """
+    n = seg_a.shape[0]
+    n_active = 0
+    for q in range(n):
+        n_active += active[q]
+    cap = max(16, 8 * n_active)  # a re-query asks for a few vertices: allocate for those, not for all
+    stamp = np.full(tlo.shape[0], -1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    cand = np.empty(cap, dtype=np.int64)
+    d0 = np.empty(cap)
+    q, count = _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, 1.0 / cell, table_size, bucket_start,
+                                items, max_cells, tris, v0, center, rad, stamp, offsets, cand, d0, 0, 0)
+    while q < n:  # buffers full at vertex q: grow them and go on from there
+        grown = np.empty(2 * cand.shape[0], dtype=np.int64)
+        grown[:count] = cand[:count]
+        grown_d = np.empty(2 * cand.shape[0])
+        grown_d[:count] = d0[:count]
+        cand, d0 = grown, grown_d
+        stamp[:] = -1
+        q, count = _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, 1.0 / cell, table_size,
+                                    bucket_start, items, max_cells, tris, v0, center, rad, stamp, offsets, cand, d0,
+                                    q, count)
     return offsets, cand[:count].copy(), d0[:count].copy()
 
 
