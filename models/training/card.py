@@ -197,6 +197,9 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
         "Numba cheap step of the following frame).",
         "- Trained against one cheap budget (8 x 1) at 24 fps; other budgets in the bench are out of "
         "distribution (dt is an input, but no other dt was in the data).",
+        "- Trained with dihedral bending in both budgets. A cloth whose `bending_model` is `auto` (the "
+        "default) and whose rest shape is flat gets isometric bending instead: the same energy for small "
+        "folds (tested), but the cheap step the residual was learnt against differs at large folds.",
         "- Unrolling is short (a few frames) and detached between frames; mode B is trained only through the "
         "one-step targets (its in-frame XPBD solve is not in the training graph).",
         "- Mesh sizes in training are ~50-450 vertices; larger meshes run (dynamic sizes) but are untested for "
