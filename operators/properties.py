@@ -30,7 +30,8 @@ BENDING_ITEMS = (
 )
 SOLVE_ITEMS = (
     ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
-    ("colored", "Coloured Parallel", "Gauss-Seidel over graph colours on all cores"),
+    ("colored", "Coloured Parallel", "Gauss-Seidel on all cores: one mesh block per core, each in serial order, "
+     "then the constraints across the cuts"),
     ("jacobi", "Jacobi", "Averaged Jacobi updates on all cores: parallel, needs more iterations"),
 )
 PROXY_ITEMS = (

@@ -200,12 +200,13 @@ class Cloth:
 
     @property
     def parallel_blocks(self) -> int:
-        """Blocks of the coloured schedule: ``settings.threads``, else Numba's thread count.
+        """Blocks of the coloured schedule: ``settings.threads``, else Numba's current thread count
+        (all cores unless something in the process, e.g. ``cli.py --threads``, set fewer).
 
         With more blocks than cores the blocks share the threads; the result depends on the
         block count only, so a fixed ``threads`` gives the same bake on any machine.
         """
-        return int(self.settings.threads or numba.config.NUMBA_NUM_THREADS)
+        return int(self.settings.threads or numba.get_num_threads())
 
     @property
     def bending_model(self) -> str | None:
@@ -285,8 +286,8 @@ class Cloth:
                     f"pin target of vertex {int(self.kinematic_index[worst])} jumps {travel[worst]:.3g} m in one frame "
                     f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
                     "rig call set_positions() instead of stepping")
-        if self.settings.solve_mode == "colored":
-            numba.set_num_threads(min(self.parallel_blocks, numba.config.NUMBA_NUM_THREADS))
+        if self.settings.solve_mode == "colored" and self.settings.threads:
+            numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
         snapshot = (self.x.copy(), self.v.copy())
         timings = {}
         t_frame = time.perf_counter()
