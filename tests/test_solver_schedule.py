@@ -103,3 +103,25 @@ def test_step_coefficients_follow_the_substep_length():
     c.set_positions(b.positions, b.velocities)
     c.step(pos)
     assert np.abs(c.positions - a.positions).max() > 1e-4
+
+
+def test_colored_mode_keeps_the_thread_count_the_process_chose():
+    """Without ``settings.threads`` the blocks follow Numba's current thread count (what ``cli.py
+    --threads`` sets for a farm worker) and stepping leaves that count alone; with it, the blocks
+    and the threads follow the setting."""
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        cloth, pos = _hanging_sheet(12, solve_mode="colored", substeps=4)
+        cloth.step(pos)
+        assert numba.get_num_threads() == 1
+        assert cloth.parallel_blocks == 1
+        assert np.diff(cloth.constraint_sets[0].block_offsets).size == 2  # one block and the (empty) cut set
+        pinned, _ = _hanging_sheet(12, solve_mode="colored", substeps=4, threads=2)
+        pinned.step(pos)
+        assert pinned.parallel_blocks == 2
+        assert numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+    finally:
+        numba.set_num_threads(before)
