@@ -29,9 +29,10 @@ _PACKAGE = __name__.rsplit(".solver.", 1)[0]
 CACHE_DIR = os.path.join(user_cache_dir(), "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in _PACKAGE))
 os.makedirs(CACHE_DIR, exist_ok=True)
 os.environ.setdefault("NUMBA_CACHE_DIR", CACHE_DIR)
-# The coloured solve meets a barrier after every colour (~30 per pass). OpenMP's default
-# spin-waiting there starves the other thread whenever the machine has anything else to do:
-# measured 128x128, 2 threads on a busy 2-core box: 2328 ms/frame spinning, 185 ms passive.
+# The coloured solve opens a parallel region per constraint set and substep (it used to meet ~30
+# colour barriers per pass). OpenMP's default spin-waiting between them starves the other thread
+# whenever the machine has anything else to do: measured with the per-colour schedule, 128x128,
+# 2 threads on a busy 2-core box: 2328 ms/frame spinning, 185 ms passive.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numba  # noqa: E402  (must follow the environment set-up above)
