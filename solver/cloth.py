@@ -184,10 +184,10 @@ class Cloth:
     def constraint_sets(self) -> list[ConstraintSet]:
         """The constraint sets in solve order, as scheduled for the current solve mode.
 
-        Coloured mode cuts the cloth into one block per thread (:func:`partition_vertices`) and
-        reorders each set with :func:`block_schedule`: the blocks run in parallel, each in the
+        Coloured mode cuts the cloth into :attr:`parallel_blocks` blocks (:func:`partition_vertices`)
+        and reorders each set with :func:`block_schedule`: the blocks run in parallel, each in the
         serial sweep order, then the few constraints that cross a cut. The schedule, and so the
-        result, depends on the thread count; for a given count it is bit-reproducible.
+        result, depends on the block count; for a given count it is bit-reproducible.
         """
         if self.settings.solve_mode != "colored":
             return self._sets_serial
