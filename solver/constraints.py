@@ -12,8 +12,8 @@ import numpy as np
 
 from .coloring import color_constraints
 from .errors import ClothInputError
-from .kernels import DEGENERATE_DENOMINATOR
 from .geodesic import edge_adjacency, k_nearest_sources_euclidean, k_nearest_sources_geodesic
+from .kernels import inverse_denominators
 from .mesh import MIN_EDGE_LENGTH_M, MeshTopology
 
 WARP, WEFT, BIAS = 0, 1, 2
@@ -106,10 +106,8 @@ def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: fl
         k_sum = (w * p["stencil"] ** 2).sum(axis=1)
     else:  # soft pin: grad C is a unit vector on one vertex
         k_sum = w[:, 0]
-    denominator = (1.0 + gamma) * k_sum + alpha_tilde
-    usable = (k_sum > 0.0) & (denominator >= DEGENERATE_DENOMINATOR)
-    inv_denominator = np.where(usable, 1.0 / np.where(usable, denominator, 1.0), 0.0)
-    return StepCoefficients(alpha_tilde, gamma, np.ascontiguousarray(inv_denominator))
+    return StepCoefficients(alpha_tilde, gamma,
+                            inverse_denominators(np.ascontiguousarray(k_sum, dtype=np.float64), alpha_tilde, gamma))
 
 
 def _corner_uv_per_edge(topology: MeshTopology, uv: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -50,11 +50,21 @@ DEGENERATE_DENOMINATOR = 1e-20
 
 @njit(inline="always", **_JIT)
 def inverse_denominator(weighted_grad_sq, alpha_tilde, gamma):
-    """1 / ((1 + gamma) K + alpha~) of the XPBD update (eq. 26); 0 marks a constraint to skip."""
+    """1 / ((1 + gamma) K + alpha~) of the XPBD update (eq. 26); 0 marks a constraint to skip:
+    no vertex can move (K = 0) or no usable direction (a degenerate denominator)."""
     denominator = (1.0 + gamma) * weighted_grad_sq + alpha_tilde
-    if not denominator >= DEGENERATE_DENOMINATOR:
+    if not (weighted_grad_sq > 0.0 and denominator >= DEGENERATE_DENOMINATOR):
         return 0.0
     return 1.0 / denominator
+
+
+@njit(**_JIT)
+def inverse_denominators(weighted_grad_sq, alpha_tilde, gamma):
+    """:func:`inverse_denominator` of every constraint (for the per-substep-length precompute)."""
+    out = np.empty(weighted_grad_sq.shape[0])
+    for k in range(out.shape[0]):
+        out[k] = inverse_denominator(weighted_grad_sq[k], alpha_tilde[k], gamma[k])
+    return out
 
 
 @njit(inline="always", **_JIT)
