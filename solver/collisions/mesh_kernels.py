@@ -15,7 +15,8 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
 from .contacts import emit_contact
-from .geometry import closest_on_triangle, point_segment_distance, point_triangle_distance, segment_triangle_distance, triangle_normal
+from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance,
+                       segment_triangle_distance, triangle_normal)
 from .hash_grid import box_cells, cell_hash, finite_box
 
 
@@ -397,8 +398,8 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         u = v = w = 0.0
         if offsets[i + 1] > offsets[i]:
             limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
-            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1, dev,
-                                                       limit, center, rad, motion)
+            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end, v1,
+                                                              dev, limit, center, rad, motion)
         found = math.sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
