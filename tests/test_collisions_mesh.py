@@ -324,7 +324,7 @@ def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangl
     cell, table = 0.05, 4096
     bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
     offsets, cand, d0 = mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table, bucket,
-                                                 items, 32, tris, verts, center, rad)
+                                                 items, 32, tris, verts, center, rad, 2)
     assert list(offsets) == [0, 0, len(cand), len(cand)]
     assert len(cand) > 100  # far more than the 16 first allocated
     assert len(set(cand.tolist())) == len(cand)  # no triangle twice
@@ -338,3 +338,42 @@ def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangl
     assert np.all(bound[cand] <= limit)  # nothing listed that the bound rules out
     np.testing.assert_allclose(d0, bound[cand], rtol=1e-12, atol=1e-15)
     assert np.all(np.diff(d0) >= 0.0)
+
+
+def test_candidate_query_in_parallel_chunks_gives_the_serial_lists():
+    """The query runs in chunks of vertices, each with its own buffers, concatenated afterwards.
+    Over 400 vertices falling or sliding past a 2,500-triangle ellipsoid (some lists overflow
+    their chunk's first buffers), 2, 3 and 7 chunks must give exactly the one-chunk CSR lists,
+    and every list must hold each triangle within reach of its segment (brute force, exact
+    segment-triangle distance)."""
+    from selvedge.solver.collisions import hash_grid
+    from selvedge.solver.collisions import mesh_kernels as mk
+    from selvedge.solver.collisions.geometry import segment_triangle_distance
+
+    verts, tris = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 26, np.array([0.0, 0.0, 1.0]))
+    rng = np.random.default_rng(7)
+    n = 400
+    seg_a = np.column_stack([rng.uniform(-0.25, 0.25, n), rng.uniform(-0.2, 0.2, n), rng.uniform(0.6, 1.45, n)])
+    seg_b = seg_a + rng.normal(0.0, 0.06, (n, 3))
+    pad = rng.uniform(0.005, 0.05, n)
+    pad[::50] = 0.2  # a few long lists
+    active = rng.random(n) < 0.8
+    radius = 0.004
+    tlo, thi = np.empty((len(tris), 3)), np.empty((len(tris), 3))
+    mk.swept_triangle_boxes(verts, verts, tris, radius, tlo, thi)
+    center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
+    mk.triangle_spheres(verts, tris, center, rad)
+    bucket, items = hash_grid.hash_boxes(tlo, thi, 0.04, 4096, 32)
+    runs = [mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, 0.04, 4096, bucket, items, 32,
+                                     tris, verts, center, rad, chunks) for chunks in (1, 2, 3, 7)]
+    offsets, cand, d0 = runs[0]
+    assert len(cand) > 8 * active.sum()  # more than the first buffers hold
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
+    for i in np.flatnonzero(active)[::7]:
+        listed = set(cand[offsets[i]:offsets[i + 1]].tolist())
+        exact = np.array([segment_triangle_distance(*seg_a[i], *seg_b[i], *verts[a], *verts[b], *verts[c])
+                          for a, b, c in tris])
+        assert set(np.flatnonzero(exact <= pad[i] + radius).tolist()) <= listed
+    assert all(offsets[i] == offsets[i + 1] for i in np.flatnonzero(~active))
