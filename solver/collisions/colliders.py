@@ -96,6 +96,8 @@ class _MeshState:
         self.clear = np.zeros(0)  # clearance cache of the narrow phase (reset to -1 every frame)
         self.clear_pos = np.zeros((0, 3))
         self.clear_t = np.zeros(0)
+        self.path = np.zeros(0)
+        self.path_prev = np.zeros((0, 3))
         self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset every frame)
         self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
         self.rad = np.zeros(0)
@@ -176,8 +178,6 @@ class Colliders(ContactHandler):
         self._frame_dt = 0.0
         self._pad = np.zeros(0)
         self._v_prev = np.zeros((0, 3))
-        self._path = np.zeros(0)
-        self._path_prev = np.zeros((0, 3))
         self._cand_vertex = np.zeros(0, dtype=np.int64)
         self._cand_proxy = np.zeros(0, dtype=np.int64)
         self._n_cand = 0
@@ -278,8 +278,6 @@ class Colliders(ContactHandler):
                                       self.broad_phase_margin_m, self.DEFLECTION_ALLOWANCE, self._seg_end, self._pad,
                                       self._active)
             self._v_prev[:] = v
-            self._path = np.zeros(n)  # path length of each vertex since the frame start
-            self._path_prev = x.copy()
             for m in self.meshes:
                 self._mesh_broad_phase(m, x, self._seg_end, self._active, self._pad)
                 mesh_cand += int(m.cand.shape[0])
@@ -363,6 +361,8 @@ class Colliders(ContactHandler):
             m.offsets = np.zeros(n + 1, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
         m.clear[:] = -1.0  # the collider's new frame motion: scan every vertex once again
+        m.path = np.zeros(n)  # path length of each vertex since the frame start (or a clean scan)
+        m.path_prev = x.copy()
         m.near_t[:] = -1
         m.side = np.ones(n)
         mesh_kernels.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
@@ -438,11 +438,9 @@ class Colliders(ContactHandler):
                                             self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k],
                                             self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp,
                                             self.c_mu_s, self.c_mu_k, count)
-        if self.meshes:
-            if self._path.shape[0] != x_predicted.shape[0]:
-                raise ClothInputError("Colliders.begin_substep called before begin_frame")
-            mesh_kernels.accumulate_path(x_substep_start, self._path_prev, self._path)
         for m in self.meshes:
+            if m.path.shape[0] != x_predicted.shape[0]:
+                raise ClothInputError("Colliders.begin_substep called before begin_frame")
             if m.lost.shape[0] != x_predicted.shape[0]:
                 m.lost = np.zeros(x_predicted.shape[0], dtype=np.bool_)
                 m.hit = np.zeros(x_predicted.shape[0], dtype=np.int8)
@@ -462,7 +460,7 @@ class Colliders(ContactHandler):
                     x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.offsets,
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
-                    self._path, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
+                    m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_t, m.near_t, m.near_other, m.near_pos, m.near_time, self.c_vertex, self.c_normal,
                     self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
