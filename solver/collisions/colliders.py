@@ -78,8 +78,10 @@ class _MeshState:
         self.v0 = mesh.vertices.copy()
         self.v1 = mesh.vertices.copy()
         self.moved = False
-        self.offsets = np.zeros(1, dtype=np.int64)
+        self.first = np.zeros(0, dtype=np.int64)  # vertex i's candidates: cand[first[i]:stop[i]]
+        self.stop = np.zeros(0, dtype=np.int64)
         self.cand = np.zeros(0, dtype=np.int64)
+        self.used = 0  # slots of cand / d0 in use (re-queried lists are appended)
         self.side = np.zeros(0)
         self.d0 = np.zeros(0)
         self.motion = 0.0
@@ -280,7 +282,7 @@ class Colliders(ContactHandler):
             self._v_prev[:] = v
             for m in self.meshes:
                 self._mesh_broad_phase(m, x, self._seg_end, self._active, self._pad)
-                mesh_cand += int(m.cand.shape[0])
+                mesh_cand += int((m.stop - m.first).sum())
         capacity = self._n_cand + n * len(self.meshes)
         if capacity > self._cap:
             self._alloc_contacts(2 * capacity)
@@ -346,10 +348,11 @@ class Colliders(ContactHandler):
                 m.seg_b = seg_end.copy()
                 m.mark = np.full(n, m.cum_motion)
                 m.r_built = reach + radius
-                m.offsets, m.cand, m.d0 = offsets, cand, d0
+                m.first, m.stop = offsets[:-1].copy(), offsets[1:].copy()
+                m.cand, m.d0, m.used = cand, d0, int(offsets[-1])
             else:
-                m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(keep | ~active, m.offsets, m.cand, m.d0, offsets,
-                                                                   cand, d0)
+                m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
+                    keep | ~active, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, self._spare(offsets[-1]))
                 m.seg_a[rebuild] = x[rebuild]
                 m.seg_b[rebuild] = seg_end[rebuild]
                 m.mark[rebuild] = m.cum_motion
@@ -358,14 +361,15 @@ class Colliders(ContactHandler):
             m.seg_a, m.seg_b = x.copy(), seg_end.copy()
             m.mark = np.full(n, m.cum_motion)
             m.r_built = need + radius
-            m.offsets = np.zeros(n + 1, dtype=np.int64)
+            m.first = np.zeros(n, dtype=np.int64)
+            m.stop = np.zeros(n, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
         m.clear[:] = -1.0  # the collider's new frame motion: scan every vertex once again
         m.path = np.zeros(n)  # path length of each vertex since the frame start (or a clean scan)
         m.path_prev = x.copy()
         m.near_t[:] = -1
         m.side = np.ones(n)
-        mesh_kernels.mesh_frame_sides_segments(x, m.offsets, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
+        mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift, m.mesh.triangles,
                                      m.v0, m.v1, m.center, m.rad, m.mesh.one_sided, m.side)
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
@@ -389,24 +393,29 @@ class Colliders(ContactHandler):
         the prediction along the substep's velocity to the end of the frame, of radius substep
         travel + margin + collider motion + the deflection allowance of that remaining path (a
         vertex that still leaves it later in the frame is flagged and re-queried again)."""
-        lost = m.lost
-        idx = np.flatnonzero(lost)  # a few vertices: the capsules are formed for them only
-        step = x_pred[idx] - x_start[idx]
-        travel = np.sqrt((step ** 2).sum(axis=1))
-        remaining = (1.0 - t_end) * self._frame_dt
-        seg_end = x_pred.copy()
-        seg_end[idx] += step * (remaining / h)
-        pad = np.zeros(x_pred.shape[0])
-        pad[idx] = travel + self.broad_phase_margin_m + m.motion + self.DEFLECTION_ALLOWANCE * travel / h * remaining
+        idx, seg_a, seg_b, pad = mesh_kernels.requery_capsules(m.lost, x_start, x_pred, (1.0 - t_end) * self._frame_dt, h,
+                                                              self.broad_phase_margin_m + m.motion,
+                                                              self.DEFLECTION_ALLOWANCE)
         radius = self.cloth_thickness + m.mesh.thickness
-        offsets, cand, d0 = self._query(m, x_pred, seg_end, pad, radius, lost)
-        m.offsets, m.cand, m.d0 = mesh_kernels.mesh_merge_candidates(~lost, m.offsets, m.cand, m.d0, offsets, cand, d0)
-        m.seg_a[idx] = x_pred[idx]
-        m.seg_b[idx] = seg_end[idx]
+        offsets, cand, d0 = self._query(m, seg_a, seg_b, pad, radius, np.ones(idx.shape[0], dtype=np.bool_))
+        used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
+        if used < 0:  # no room left: compact (dropping the replaced lists) with room for these
+            keep = np.ones(m.first.shape[0], dtype=np.bool_)
+            m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
+                keep, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, self._spare(offsets[-1]))
+            used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
+        m.used = used
+        m.seg_a[idx] = seg_a
+        m.seg_b[idx] = seg_b
         m.mark[idx] = m.cum_motion
         m.base_shift[idx] = 0.0
-        m.r_built[idx] = pad[idx] + radius
-        self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(np.count_nonzero(lost))
+        m.r_built[idx] = pad + radius
+        self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(idx.shape[0])
+
+    @staticmethod
+    def _spare(new: int) -> int:
+        """Free slots kept after a merge for the lists re-queried later in the frame."""
+        return 4096 + 2 * int(new)
 
     def _prepare_self(self, x):
         n = x.shape[0]
@@ -457,7 +466,7 @@ class Colliders(ContactHandler):
                 m.near_t[:] = -1
             for attempt in range(2):
                 new_count, n_lost, n_skipped = mesh_kernels.mesh_narrow_phase_segments(
-                    x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.offsets,
+                    x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.first, m.stop,
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
@@ -515,11 +524,11 @@ class Colliders(ContactHandler):
                                   self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, self._n_contacts, self.c_lam,
                                   self.c_friction)
 
-    def end_substep(self, x, v, inv_mass, h):
-        self._stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[:self._n_contacts] > 0.0))
-
     def diagnostics(self) -> dict:
-        return dict(self._stats)
+        stats = dict(self._stats)
+        # counted when asked for (after the frame), not at every substep
+        stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[:self._n_contacts] > 0.0))
+        return stats
 
     # ------------------------------------------------------------------------------------------
     def analytic_signed_distance(self, points, t: float = 1.0) -> np.ndarray:

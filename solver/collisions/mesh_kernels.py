@@ -36,26 +36,50 @@ def swept_triangle_boxes(v0, v1, tris, pad, lo, hi):
 
 
 @njit(**_JIT)
-def mesh_merge_candidates(keep, old_off, old_cand, old_d0, new_off, new_cand, new_d0):
-    """Per vertex: the old candidate list where ``keep`` (still valid), else the new one."""
+def mesh_merge_candidates(keep, first, stop, cand, d0, new_off, new_cand, new_d0, spare):
+    """Per vertex: its current list ``cand[first:stop]`` where ``keep`` (still valid), else its
+    list in the CSR ``new_*``; compacted into fresh arrays with ``spare`` free slots at the end
+    (for re-queried lists, see :func:`mesh_append_lists`). Returns (first, stop, cand, d0, used)."""
     n = keep.shape[0]
-    off = np.zeros(n + 1, dtype=np.int64)
+    used = 0
+    for i in range(n):
+        used += stop[i] - first[i] if keep[i] else new_off[i + 1] - new_off[i]
+    out_first = np.empty(n, dtype=np.int64)
+    out_stop = np.empty(n, dtype=np.int64)
+    out_cand = np.empty(used + spare, dtype=np.int64)
+    out_d0 = np.empty(used + spare)
+    pos = 0
     for i in range(n):
         if keep[i]:
-            off[i + 1] = off[i] + old_off[i + 1] - old_off[i]
-        else:
-            off[i + 1] = off[i] + new_off[i + 1] - new_off[i]
-    cand = np.empty(off[n], dtype=np.int64)
-    d0 = np.empty(off[n])
-    for i in range(n):
-        if keep[i]:
-            a, b, src_c, src_d = old_off[i], old_off[i + 1], old_cand, old_d0
+            a, b, src_c, src_d = first[i], stop[i], cand, d0
         else:
             a, b, src_c, src_d = new_off[i], new_off[i + 1], new_cand, new_d0
+        out_first[i] = pos
         for s in range(a, b):
-            cand[off[i] + s - a] = src_c[s]
-            d0[off[i] + s - a] = src_d[s]
-    return off, cand, d0
+            out_cand[pos] = src_c[s]
+            out_d0[pos] = src_d[s]
+            pos += 1
+        out_stop[i] = pos
+    return out_first, out_stop, out_cand, out_d0, pos
+
+
+@njit(**_JIT)
+def mesh_append_lists(idx, new_off, new_cand, new_d0, first, stop, cand, d0, used):
+    """New lists (CSR ``new_*``, one per vertex in ``idx``) written after the ``used`` slots of
+    ``cand`` / ``d0``, replacing those vertices' lists (their old slots become garbage until the
+    next merge): a re-query costs its own lists, not a copy of every list. Returns the new
+    ``used``, or -1 when the arrays have no room (grow them and call again)."""
+    if used + new_off[idx.shape[0]] > cand.shape[0]:
+        return -1
+    for k in range(idx.shape[0]):
+        i = idx[k]
+        first[i] = used
+        for s in range(new_off[k], new_off[k + 1]):
+            cand[used] = new_cand[s]
+            d0[used] = new_d0[s]
+            used += 1
+        stop[i] = used
+    return used
 
 
 @njit(inline="always", **_JIT)
@@ -88,6 +112,37 @@ def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, m
         seg_b[i, 2] = x[i, 2] + v[i, 2] * frame_dt + a2 * h2
         speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
         pad[i] = margin + 0.25 * acc * h2 + deflection * speed * frame_dt
+
+
+@njit(**_JIT)
+def requery_capsules(lost, x_start, x_pred, remaining, h, margin, deflection):
+    """Capsules of the vertices flagged ``lost``: (indices, segment starts, segment ends, pads).
+
+    The segment runs from the prediction along this substep's velocity for the ``remaining``
+    frame time; its pad is the substep travel + ``margin`` + ``deflection`` x the remaining path.
+    """
+    k = 0
+    for i in range(lost.shape[0]):
+        k += lost[i]
+    idx = np.empty(k, dtype=np.int64)
+    seg_a = np.empty((k, 3))
+    seg_b = np.empty((k, 3))
+    pad = np.empty(k)
+    k = 0
+    for i in range(lost.shape[0]):
+        if not lost[i]:
+            continue
+        idx[k] = i
+        travel = 0.0
+        for d in range(3):
+            step = x_pred[i, d] - x_start[i, d]
+            seg_a[k, d] = x_pred[i, d]
+            seg_b[k, d] = x_pred[i, d] + step * (remaining / h)
+            travel += step * step
+        travel = math.sqrt(travel)
+        pad[k] = travel + margin + deflection * travel / h * remaining
+        k += 1
+    return idx, seg_a, seg_b, pad
 
 
 @njit(**_JIT)
@@ -313,7 +368,7 @@ def triangle_spheres(v0, tris, center, rad):
 
 
 @njit(inline="always", **_JIT)
-def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
+def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
                          motion, seed_t, seed_u, seed_v, seed_w, seed_d2):
     """Closest candidate triangle of vertex i within ``limit`` (collider at t_frac), or t = -1.
 
@@ -345,7 +400,7 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
         else:
             lower = math.sqrt(seed_d2)
     grow = motion * t_frac
-    for s in range(offsets[i], offsets[i + 1]):
+    for s in range(first[i], stop[i]):
         bound = min(best_d, limit)
         if d0[s] - shift > bound:
             lower = min(lower, d0[s] - shift)  # every later candidate is at least this far
@@ -384,16 +439,16 @@ def _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, verts, t_frac, 
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, center, rad, one_sided,
+def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, center, rad, one_sided,
                               side):
     """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
     for i in prange(x.shape[0]):
         side[i] = 1.0
-        if one_sided or offsets[i + 1] == offsets[i]:
+        if one_sided or stop[i] == first[i]:
             continue
         shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
                                        seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
-        t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], offsets, cand, d0, i, tris, v0, 0.0, v1,
+        t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], first, stop, cand, d0, i, tris, v0, 0.0, v1,
                                               shift, math.inf, center, rad, 0.0, -1, 0.0, 0.0, 0.0, 0.0)
         if t < 0:
             continue
@@ -409,7 +464,7 @@ def mesh_frame_sides_segments(x, offsets, cand, d0, seg_a, seg_b, base_shift, tr
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, offsets, cand, d0, tris,
+def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0, tris,
                                v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center, rad, lost,
                                only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos, near_time,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
@@ -483,7 +538,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         cached = False
         seed = -1
         limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
-        if offsets[i + 1] > offsets[i]:
+        if stop[i] > first[i]:
             if near_t[i] >= 0:
                 other = near_other[i] - math.sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
                                                   + (p2 - near_pos[i, 2]) ** 2) - motion * (t_end - near_time[i])
@@ -501,7 +556,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 else:
                     seed = t  # measured: it starts the scan
             if not cached:
-                best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, offsets, cand, d0, i, tris, v0, t_end,
+                best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
                                                                   v1, dev, limit, center, rad, motion, seed, u, v, w,
                                                                   d2)
         found = math.sqrt(d2) if best_t >= 0 else 1e300
