@@ -290,13 +290,14 @@ class Colliders(ContactHandler):
             self._prepare_self(x)
         self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
                        "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
-                       "mesh_scans_skipped": 0,
+                       "mesh_scans_skipped": 0, "mesh_scans_cached": 0,
                        "contacts_max": 0,
                        "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
 
     #: Skip a vertex's narrow-phase scan while a cached lower bound of its distance to the mesh
-    #: keeps it out of contact reach (see :func:`mesh_kernels.mesh_narrow_phase_segments`); False
-    #: scans every vertex every substep (same contacts, for tests and comparisons).
+    #: keeps it out of contact reach, and measure only its last closest triangle while that one
+    #: is provably still the closest (see :func:`mesh_kernels.mesh_narrow_phase_segments`); False
+    #: scans every candidate of every vertex every substep (same contacts, for tests and comparisons).
     use_clearance_cache = True
 
     #: Extra capsule radius, as a fraction of the free-flight travel |v| frame_dt: a fast vertex
@@ -461,19 +462,21 @@ class Colliders(ContactHandler):
                 m.near_other = np.zeros(x_predicted.shape[0])
                 m.near_pos = np.zeros((x_predicted.shape[0], 3))
                 m.near_time = np.zeros(x_predicted.shape[0])
+                m.from_cache = np.zeros(x_predicted.shape[0], dtype=np.bool_)
             if not self.use_clearance_cache:
                 m.clear[:] = -1.0
                 m.near_t[:] = -1
             for attempt in range(2):
-                new_count, n_lost, n_skipped = mesh_kernels.mesh_narrow_phase_segments(
+                new_count, n_lost, n_skipped, n_cached = mesh_kernels.mesh_narrow_phase_segments(
                     x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.first, m.stop,
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
-                    m.clear_t, m.near_t, m.near_other, m.near_pos, m.near_time, self.c_vertex, self.c_normal,
+                    m.clear_t, m.near_t, m.near_other, m.near_pos, m.near_time, m.from_cache, self.c_vertex, self.c_normal,
                     self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
+                    self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
                 if n_lost == 0 or attempt == 1:
                     break
                 self._requery(m, x_substep_start, x_predicted, t_end, h)

@@ -466,7 +466,7 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
 @njit(**_JIT_PARALLEL)
 def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0, tris,
                                v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center, rad, lost,
-                               only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos, near_time,
+                               only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos, near_time, from_cache,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
@@ -504,9 +504,12 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     from the anchor plus the collider's motion since; while the cached triangle is still strictly
     nearer than it, it is the closest triangle and the only one measured (a vertex resting on
     the surface would otherwise measure the 4-6 triangles around its contact point every
-    substep). The result is the scan's, exactly. ``near_t < 0`` forces a scan (reset every frame).
+    substep). The result is the scan's (on a tie, a closest point on an edge two triangles share,
+    the scan may name the other triangle: the contact differs by rounding). ``near_t < 0`` forces
+    a scan (reset every frame).
     Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
-    count of vertices whose scan the clearance cache skipped).
+    count of vertices whose scan the clearance cache skipped, count answered by the nearest-triangle
+    cache; ``from_cache`` is per-vertex scratch).
     """
     n = x_pred.shape[0]
     for i in prange(n):
@@ -518,6 +521,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = x_start[i, 0], x_start[i, 1], x_start[i, 2]
         lost[i] = False
         hit[i] = 0
+        from_cache[i] = False
         if inv_mass[i] == 0.0:
             continue
         p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
@@ -547,12 +551,15 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
                 c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
                 u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-                d2 = ((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
-                      + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+                q0 = u * a0 + v * b0 + w * c0  # as the scan computes it: the same bits either way
+                q1 = u * a1 + v * b1 + w * c1
+                q2 = u * a2 + v * b2 + w * c2
+                d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
                 if d2 <= limit * limit and math.sqrt(d2) < min(other, outside):
                     best_t = t
                     lower = other
                     cached = True
+                    from_cache[i] = True
                 else:
                     seed = t  # measured: it starts the scan
             if not cached:
@@ -623,17 +630,20 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     count = offset
     n_lost = 0
     n_skipped = 0
+    n_cached = 0
     for i in range(n):
         if lost[i]:
             n_lost += 1
         if hit[i] == -1:
             n_skipped += 1
+        if from_cache[i]:
+            n_cached += 1
         if hit[i] != 1:
             continue
         count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
                              res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
                              c_disp, c_mu_s, c_mu_k)
-    return count, n_lost, n_skipped
+    return count, n_lost, n_skipped, n_cached
 
 
 @njit(**_JIT)
