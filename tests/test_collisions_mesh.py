@@ -329,7 +329,8 @@ def test_nearest_triangle_cache_answers_most_scans_of_a_resting_cloth_with_the_s
         cached.append(hits)
         assert np.abs(cloth.velocities).max() < 1e-6  # at rest
     scans = 20 * 10 * len(runs[0])
-    print(f"\n[nearest-triangle cache] {cached[0]} of {scans} scans; max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    print(f"\n[nearest-triangle cache] {cached[0]} of {scans} scans; "
+          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
     assert cached[1] == 0
     assert cached[0] > 0.7 * scans
     assert np.abs(runs[0] - runs[1]).max() < 1e-12

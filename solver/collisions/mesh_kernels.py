@@ -150,7 +150,8 @@ def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_sin
     """A vertex's candidate list (triangles within ``r_built`` of the segment it was built on,
     collider at that frame's start) still covers this frame's capsule (segment [x, seg_b_new],
     radius ``need``) when both new end points lie within ``r_built - need - moved_since`` of
-    the old segment (the capsule is convex). Lists much larger than needed are rebuilt."""
+    the old segment (the capsule is convex). Lists much larger than needed (beyond 1.5 x the
+    reach plus the ``slack`` they are built with) are rebuilt."""
     for i in range(x.shape[0]):
         keep[i] = False
         if not active[i]:
@@ -477,9 +478,10 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0, tris,
-                               v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center, rad, lost,
-                               only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos, near_time, from_cache,
+def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0,
+                               tris, v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center,
+                               rad, lost, only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos,
+                               near_time, from_cache,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
@@ -513,9 +515,10 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     Nearest-triangle cache: after a scan, ``near_t[i]`` is the closest triangle and
     ``near_other[i]`` a lower bound of the distance to every other triangle of the mesh (listed:
     measured or bounded in the scan; unlisted: ``r_built - dev``), both for the vertex at
-    ``near_pos[i]`` at frame time ``near_time[i]``. At a later substep that bound has shrunk by at most the vertex's displacement
-    from the anchor plus the collider's motion since; while the cached triangle is still strictly
-    nearer than it, it is the closest triangle and the only one measured (a vertex resting on
+    ``near_pos[i]`` at frame time ``near_time[i]``. At a later substep that bound has shrunk by
+    at most the vertex's displacement from there plus the collider's motion since; while the
+    cached triangle is still strictly nearer than it, it is the closest triangle and the only one
+    measured (a vertex resting on
     the surface would otherwise measure the 4-6 triangles around its contact point every
     substep). The result is the scan's (on a tie, a closest point on an edge two triangles share,
     the scan may name the other triangle: the contact differs by rounding). ``near_t < 0`` forces
