@@ -2,9 +2,10 @@
 
 Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
 on the body; the first 6 frames, in the air, are untimed; every kernel is compiled or loaded
-before, by a small untimed landing) and ``draped`` (after ``--settle`` more untimed frames on the body). Timings: ``contacts_broad_phase``,
-``contacts_narrow_phase`` and ``contacts_solve`` separately (as the Cloth times them), the
-elastic solve (stretch + shear + bending + tethers) for comparison, and the frame total.
+before, by a small untimed landing) and ``draped`` (after ``--settle`` more untimed frames on
+the body). Timings: ``contacts_broad_phase``, ``contacts_narrow_phase`` and ``contacts_solve``
+separately (as the Cloth times them), the elastic solve (stretch + shear + bending + tethers)
+for comparison, and the frame total.
 
     python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64]
 """
