@@ -101,3 +101,30 @@ def test_two_hop_exclusion_lists_match_the_squared_adjacency_matrix():
     for i in range(n):
         expected = sorted(set(reach.rows[i]) - {i})
         assert list(flat[offsets[i]:offsets[i + 1]]) == expected
+
+
+def test_vertex_triangle_pairs_do_not_depend_on_the_chunks():
+    """The vertex-triangle pair search runs in parallel chunks of vertices, each into its own
+    buffers, concatenated in vertex order. On the folded strip (flap over the flat part, pairs
+    across the two layers) 1, 2 and 3 chunks must give the same pairs in the same order, and
+    each pair must pass the serial rule: the vertex is not part of the triangle nor within two
+    hops of its corners."""
+    from selvedge.solver.collisions import self_contact
+
+    _, _, cloth = fold(True, frames=12)
+    contacts = cloth.contact_handler
+    x = cloth.positions.copy()
+    x_pred = x + 0.002 * np.random.default_rng(3).normal(size=x.shape)
+    args = (x, x_pred, cloth.inv_mass, contacts._self_tris, SELF, contacts._self_cell, contacts._self_table,
+            contacts._excl_offsets, contacts._excl)
+    runs = [self_contact.self_triangle_contacts(*args, chunks) for chunks in (1, 2, 3)]
+    cv, ct, _ = runs[0]
+    assert len(cv) > 20  # the layers are in contact
+    assert np.all(np.diff(cv) >= 0)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
+    tris = contacts._self_tris
+    for i, t in zip(cv, ct):
+        ring = set(contacts._excl[contacts._excl_offsets[i]:contacts._excl_offsets[i + 1]].tolist()) | {int(i)}
+        assert not ring & set(tris[t].tolist())

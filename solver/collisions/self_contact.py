@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
-from ._jit import _JIT
+from ._jit import _JIT, _JIT_PARALLEL
 from .geometry import closest_on_triangle, triangle_normal
-from .hash_grid import cell_hash, hash_boxes, query_boxes
+from .hash_grid import box_cells, cell_hash, finite_box, hash_boxes
 from .mesh_kernels import swept_triangle_boxes
 
 
@@ -261,14 +261,81 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
 
 
 @njit(**_JIT)
-def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, table_size, excl_offsets, excl):
+def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv, table_size, bucket_start,
+                                items, excl_offsets, excl, stamp, cv, ct, cs, q_first, q_last, count):
+    """The pairs of vertices ``q_first .. q_last - 1`` into fixed buffers (hash query and filter
+    fused). Returns (next vertex, count): ``q_last`` when done, else the vertex whose pairs did not
+    fit (dropped: resume from it with bigger buffers and a cleared ``stamp``)."""
+    ql = np.empty((1, 3))
+    qh = np.empty((1, 3))
+    for i in range(q_first, q_last):
+        for d in range(3):
+            ql[0, d] = min(x_start[i, d], x_pred[i, d]) - thickness
+            qh[0, d] = max(x_start[i, d], x_pred[i, d]) + thickness
+        if not finite_box(ql, qh, 0):
+            continue
+        start = count
+        wi = inv_mass[i]
+        i0, i1, j0, j1, k0, k1 = box_cells(ql, qh, 0, inv, 32)
+        for a in range(i0, i1 + 1):
+            for b in range(j0, j1 + 1):
+                for c in range(k0, k1 + 1):
+                    h = cell_hash(a, b, c, table_size)
+                    for s in range(bucket_start[h], bucket_start[h + 1]):
+                        t = items[s]
+                        if stamp[t] == i:
+                            continue
+                        stamp[t] = i
+                        if (lo[t, 0] > qh[0, 0] or hi[t, 0] < ql[0, 0] or lo[t, 1] > qh[0, 1]
+                                or hi[t, 1] < ql[0, 1] or lo[t, 2] > qh[0, 2] or hi[t, 2] < ql[0, 2]):
+                            continue
+                        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+                        if ia == i or ib == i or ic == i:
+                            continue
+                        if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
+                            continue
+                        if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
+                                _is_excluded(i, ic, excl_offsets, excl):
+                            continue  # topological neighbours (two hops): touching at rest, not a collision
+                        side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
+                        if side == 0.0:
+                            continue
+                        if count == cv.shape[0]:
+                            return i, start
+                        cv[count] = i
+                        ct[count] = t
+                        cs[count] = side
+                        count += 1
+    return q_last, count
+
+
+@njit(**_JIT_PARALLEL)
+def _fill_pair_chunks(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv, table_size, bucket_start, items,
+                      excl_offsets, excl, bounds, resume, stamps, cvs, cts, css, counts):
+    """One :func:`_fill_vertex_triangle_pairs` per vertex chunk, in parallel, each into its own buffers."""
+    for c in prange(bounds.shape[0] - 1):
+        if resume[c] < bounds[c + 1]:
+            q, count = _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv,
+                                                   table_size, bucket_start, items, excl_offsets, excl, stamps[c],
+                                                   cvs[c], cts[c], css[c], resume[c], bounds[c + 1], counts[c])
+            resume[c] = q
+            counts[c] = count
+
+
+def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, table_size, excl_offsets, excl,
+                           chunks=1):
     """Vertex-triangle pairs for self-collision repulsion this substep.
 
     Triangles are hashed by their swept box (substep start and prediction, padded by the
     thickness); each vertex queries the cells of its own swept box. A pair is kept when the
     vertex is within ``2 thickness + travel`` of the triangle at the substep start or the
     prediction; its side is the side of the triangle's plane the vertex was on at the
-    substep start. Returns (vertex, triangle, side).
+    substep start. Returns (vertex, triangle, side), in vertex order.
+
+    The vertices run in ``chunks`` consecutive ranges in parallel, each with its own buffers, then
+    concatenated: the pairs do not depend on ``chunks`` (the query was 4.4 of 6.7 ms a substep on
+    a 64 x 64 sheet, serial). A Python driver: a cached Numba function must not call a parallel
+    one (numba/numba#8578).
     """
     nt = tris.shape[0]
     n = x_pred.shape[0]
@@ -276,40 +343,29 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
     hi = np.empty((nt, 3))
     swept_triangle_boxes(x_start, x_pred, tris, thickness, lo, hi)
     bucket, items = hash_boxes(lo, hi, cell, table_size, 32)
-    qlo = np.empty((n, 3))
-    qhi = np.empty((n, 3))
-    active = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        for d in range(3):
-            qlo[i, d] = min(x_start[i, d], x_pred[i, d]) - thickness
-            qhi[i, d] = max(x_start[i, d], x_pred[i, d]) + thickness
-        active[i] = True
-    offsets, hits = query_boxes(qlo, qhi, active, lo, hi, cell, table_size, bucket, items, 32)
-    cap = hits.shape[0] + 1
-    cv = np.empty(cap, dtype=np.int64)
-    ct = np.empty(cap, dtype=np.int64)
-    cs = np.empty(cap)
-    count = 0
-    for i in range(n):
-        wi = inv_mass[i]
-        for s in range(offsets[i], offsets[i + 1]):
-            t = hits[s]
-            ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-            if ia == i or ib == i or ic == i:
-                continue
-            if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
-                continue
-            if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
-                    _is_excluded(i, ic, excl_offsets, excl):
-                continue  # topological neighbours (two hops): touching at rest, not a collision
-            side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
-            if side == 0.0:
-                continue
-            cv[count] = i
-            ct[count] = t
-            cs[count] = side
-            count += 1
-    return cv[:count].copy(), ct[:count].copy(), cs[:count].copy()
+    chunks = max(1, min(int(chunks), n // 256))
+    bounds = (np.arange(chunks + 1) * n) // chunks
+    cap = max(64, n // chunks)
+    stamps = np.full((chunks, nt), -1, dtype=np.int64)
+    cvs = np.empty((chunks, cap), dtype=np.int64)
+    cts = np.empty((chunks, cap), dtype=np.int64)
+    css = np.empty((chunks, cap))
+    counts = np.zeros(chunks, dtype=np.int64)
+    resume = bounds[:-1].copy()
+    while True:
+        _fill_pair_chunks(x_start, x_pred, inv_mass, tris, thickness, lo, hi, 1.0 / cell, table_size, bucket, items,
+                          excl_offsets, excl, bounds, resume, stamps, cvs, cts, css, counts)
+        full = resume < bounds[1:]
+        if not full.any():
+            break
+        width = cvs.shape[1]  # a chunk's buffers filled up: grow them all and go on from there
+        cvs = np.concatenate([cvs, np.empty((chunks, width), dtype=np.int64)], axis=1)
+        cts = np.concatenate([cts, np.empty((chunks, width), dtype=np.int64)], axis=1)
+        css = np.concatenate([css, np.empty((chunks, width))], axis=1)
+        stamps[full] = -1
+    return (np.concatenate([cvs[c, :counts[c]] for c in range(chunks)]),
+            np.concatenate([cts[c, :counts[c]] for c in range(chunks)]),
+            np.concatenate([css[c, :counts[c]] for c in range(chunks)]))
 
 
 @njit(**_JIT)
