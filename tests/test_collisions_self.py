@@ -128,3 +128,30 @@ def test_vertex_triangle_pairs_do_not_depend_on_the_chunks():
     for i, t in zip(cv, ct):
         ring = set(contacts._excl[contacts._excl_offsets[i]:contacts._excl_offsets[i + 1]].tolist()) | {int(i)}
         assert not ring & set(tris[t].tolist())
+
+
+def test_particle_pairs_match_brute_force_for_any_chunk_count():
+    """Particle-particle pairs from the spatial hash, in 1, 2 or 3 parallel chunks, against every
+    pair (i < j) checked directly: closer than 2 r + both substep travels, not within two mesh
+    hops, not both pinned; each listed once, in the same order whatever the chunks."""
+    from selvedge.solver.collisions import self_contact
+
+    _, _, cloth = fold(True, frames=12)
+    contacts = cloth.contact_handler
+    x = cloth.positions.copy()
+    x_pred = x + 0.002 * np.random.default_rng(5).normal(size=x.shape)
+    runs = [self_contact.self_particle_pairs(x, x_pred, cloth.inv_mass, SELF, contacts._excl_offsets, contacts._excl,
+                                             contacts._self_table, chunks) for chunks in (1, 2, 3)]
+    for other in runs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(runs[0], other))
+    travel = np.linalg.norm(x_pred - x, axis=1)
+    dist = np.linalg.norm(x_pred[:, None] - x_pred[None], axis=2)
+    reach = 2 * SELF + travel[:, None] + travel[None]
+    i, j = np.nonzero(np.triu(dist <= reach, k=1))
+    excluded = [j_ in set(contacts._excl[contacts._excl_offsets[i_]:contacts._excl_offsets[i_ + 1]].tolist())
+                for i_, j_ in zip(i, j)]
+    both_pinned = (cloth.inv_mass[i] == 0) & (cloth.inv_mass[j] == 0)
+    expected = {(a, b) for a, b, e, p in zip(i.tolist(), j.tolist(), excluded, both_pinned) if not e and not p}
+    got = list(zip(runs[0][0].tolist(), runs[0][1].tolist()))
+    assert len(expected) > 10  # the layers touch
+    assert len(got) == len(set(got)) and set(got) == expected

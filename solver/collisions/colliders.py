@@ -500,7 +500,7 @@ class Colliders(ContactHandler):
             if sc.particles:
                 self._self_pi, self._self_pj = self_contact.self_particle_pairs(
                     x_substep_start, x_predicted, inv_mass, self.self_thickness, self._excl_offsets, self._excl,
-                    self._self_table)
+                    self._self_table, numba.get_num_threads())
                 self._self_lam_p = np.zeros(self._self_pi.shape[0])
             if sc.triangles:
                 self._self_cv, self._self_ct, self._self_cs = self_contact.self_triangle_contacts(

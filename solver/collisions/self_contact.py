@@ -76,12 +76,8 @@ def _is_excluded(i, j, excl_offsets, excl):
 
 
 @njit(**_JIT)
-def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, table_size):
-    """Pairs (i < j) of vertices closer than 2 r + both substep travels, not within two mesh hops.
-
-    Spatial hash of the predicted positions with cell 2 r + the largest substep travel; each
-    vertex looks at the 27 cells around it.
-    """
+def _particle_hash(x_start, x_pred, radius, table_size):
+    """Counting-sort hash of the predicted positions: (travel, cell size, bucket starts, items)."""
     n = x_pred.shape[0]
     max_travel = 0.0
     travel = np.empty(n)
@@ -105,11 +101,16 @@ def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, t
     for i in range(n):
         items[fill[keys[i]]] = i
         fill[keys[i]] += 1
-    cap = 4 * n + 16
-    pi = np.empty(cap, dtype=np.int64)
-    pj = np.empty(cap, dtype=np.int64)
-    count = 0
-    for i in range(n):
+    return travel, cell, counts, items
+
+
+@njit(**_JIT)
+def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, counts, items, excl_offsets, excl, pi, pj,
+                         q_first, q_last, count):
+    """The pairs (i, j > i) of vertices ``q_first .. q_last - 1`` into fixed buffers. Returns (next
+    vertex, count): ``q_last`` when done, else the vertex whose pairs did not fit (dropped)."""
+    for i in range(q_first, q_last):
+        start = count
         ci = int(math.floor(x_pred[i, 0] * inv))
         cj = int(math.floor(x_pred[i, 1] * inv))
         ck = int(math.floor(x_pred[i, 2] * inv))
@@ -127,25 +128,59 @@ def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, t
                         if d2 > pair_reach * pair_reach or _is_excluded(i, j, excl_offsets, excl):
                             continue
                         duplicate = False  # hash collisions can list one pair twice
-                        for e in range(count - 1, -1, -1):
-                            if pi[e] != i:
-                                break
+                        for e in range(count - 1, start - 1, -1):
                             if pj[e] == j:
                                 duplicate = True
                                 break
                         if duplicate:
                             continue
-                        if count == cap:
-                            cap *= 2
-                            gi = np.empty(cap, dtype=np.int64)
-                            gj = np.empty(cap, dtype=np.int64)
-                            gi[:count] = pi[:count]
-                            gj[:count] = pj[:count]
-                            pi, pj = gi, gj
+                        if count == pi.shape[0]:
+                            return i, start
                         pi[count] = i
                         pj[count] = j
                         count += 1
-    return pi[:count].copy(), pj[:count].copy()
+    return q_last, count
+
+
+@njit(**_JIT_PARALLEL)
+def _fill_particle_chunks(x_pred, inv_mass, radius, travel, inv, table_size, counts, items, excl_offsets, excl,
+                          bounds, resume, pis, pjs, used):
+    """One :func:`_fill_particle_pairs` per vertex chunk, in parallel, each into its own buffers."""
+    for c in prange(bounds.shape[0] - 1):
+        if resume[c] < bounds[c + 1]:
+            q, count = _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, counts, items,
+                                            excl_offsets, excl, pis[c], pjs[c], resume[c], bounds[c + 1], used[c])
+            resume[c] = q
+            used[c] = count
+
+
+def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, table_size, chunks=1):
+    """Pairs (i < j) of vertices closer than 2 r + both substep travels, not within two mesh hops.
+
+    Spatial hash of the predicted positions with cell 2 r + the largest substep travel; each
+    vertex looks at the 27 cells around it. The vertices run in ``chunks`` consecutive ranges in
+    parallel, concatenated in vertex order: the pairs do not depend on ``chunks``. A Python driver
+    (a cached Numba function must not call a parallel one, numba/numba#8578).
+    """
+    n = x_pred.shape[0]
+    travel, cell, counts, items = _particle_hash(x_start, x_pred, radius, table_size)
+    chunks = max(1, min(int(chunks), n // 256))
+    bounds = (np.arange(chunks + 1) * n) // chunks
+    cap = max(64, (4 * n + 16) // chunks)
+    pis = np.empty((chunks, cap), dtype=np.int64)
+    pjs = np.empty((chunks, cap), dtype=np.int64)
+    used = np.zeros(chunks, dtype=np.int64)
+    resume = bounds[:-1].copy()
+    while True:
+        _fill_particle_chunks(x_pred, inv_mass, radius, travel, 1.0 / cell, table_size, counts, items, excl_offsets,
+                              excl, bounds, resume, pis, pjs, used)
+        if not (resume < bounds[1:]).any():
+            break
+        width = pis.shape[1]  # a chunk's buffers filled up: grow them all and go on from there
+        pis = np.concatenate([pis, np.empty((chunks, width), dtype=np.int64)], axis=1)
+        pjs = np.concatenate([pjs, np.empty((chunks, width), dtype=np.int64)], axis=1)
+    return (np.concatenate([pis[c, :used[c]] for c in range(chunks)]),
+            np.concatenate([pjs[c, :used[c]] for c in range(chunks)]))
 
 
 @njit(**_JIT)
