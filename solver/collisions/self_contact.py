@@ -10,6 +10,7 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT, _JIT_PARALLEL
+from .chunks import concatenate_chunks, equal_chunks, fill_in_chunks
 from .geometry import closest_on_triangle, triangle_normal
 from .hash_grid import box_cells, cell_hash, finite_box, hash_boxes
 from .mesh_kernels import swept_triangle_boxes
@@ -105,8 +106,8 @@ def _particle_hash(x_start, x_pred, radius, table_size):
 
 
 @njit(**_JIT)
-def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, counts, items, excl_offsets, excl, pi, pj,
-                         q_first, q_last, count):
+def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items, excl_offsets, excl, pi,
+                         pj, q_first, q_last, count):
     """The pairs (i, j > i) of vertices ``q_first .. q_last - 1`` into fixed buffers. Returns (next
     vertex, count): ``q_last`` when done, else the vertex whose pairs did not fit (dropped)."""
     for i in range(q_first, q_last):
@@ -118,7 +119,7 @@ def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, coun
             for b in range(cj - 1, cj + 2):
                 for c in range(ck - 1, ck + 2):
                     t = cell_hash(a, b, c, table_size)
-                    for s in range(counts[t], counts[t + 1]):
+                    for s in range(bucket_start[t], bucket_start[t + 1]):
                         j = items[s]
                         if j <= i or (inv_mass[i] == 0.0 and inv_mass[j] == 0.0):
                             continue
@@ -143,12 +144,12 @@ def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, coun
 
 
 @njit(**_JIT_PARALLEL)
-def _fill_particle_chunks(x_pred, inv_mass, radius, travel, inv, table_size, counts, items, excl_offsets, excl,
-                          bounds, resume, pis, pjs, used):
+def _fill_particle_chunks(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items, excl_offsets, excl,
+                          bounds, resume, used, pis, pjs):
     """One :func:`_fill_particle_pairs` per vertex chunk, in parallel, each into its own buffers."""
     for c in prange(bounds.shape[0] - 1):
         if resume[c] < bounds[c + 1]:
-            q, count = _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, counts, items,
+            q, count = _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items,
                                             excl_offsets, excl, pis[c], pjs[c], resume[c], bounds[c + 1], used[c])
             resume[c] = q
             used[c] = count
@@ -159,28 +160,17 @@ def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, t
 
     Spatial hash of the predicted positions with cell 2 r + the largest substep travel; each
     vertex looks at the 27 cells around it. The vertices run in ``chunks`` consecutive ranges in
-    parallel, concatenated in vertex order: the pairs do not depend on ``chunks``. A Python driver
-    (a cached Numba function must not call a parallel one, numba/numba#8578).
+    parallel, concatenated in vertex order: the pairs do not depend on ``chunks`` (:mod:`.chunks`).
     """
     n = x_pred.shape[0]
-    travel, cell, counts, items = _particle_hash(x_start, x_pred, radius, table_size)
-    chunks = max(1, min(int(chunks), n // 256))
-    bounds = (np.arange(chunks + 1) * n) // chunks
+    travel, cell, bucket_start, items = _particle_hash(x_start, x_pred, radius, table_size)
+    bounds = equal_chunks(n, chunks)
+    chunks = bounds.shape[0] - 1
     cap = max(64, (4 * n + 16) // chunks)
-    pis = np.empty((chunks, cap), dtype=np.int64)
-    pjs = np.empty((chunks, cap), dtype=np.int64)
-    used = np.zeros(chunks, dtype=np.int64)
-    resume = bounds[:-1].copy()
-    while True:
-        _fill_particle_chunks(x_pred, inv_mass, radius, travel, 1.0 / cell, table_size, counts, items, excl_offsets,
-                              excl, bounds, resume, pis, pjs, used)
-        if not (resume < bounds[1:]).any():
-            break
-        width = pis.shape[1]  # a chunk's buffers filled up: grow them all and go on from there
-        pis = np.concatenate([pis, np.empty((chunks, width), dtype=np.int64)], axis=1)
-        pjs = np.concatenate([pjs, np.empty((chunks, width), dtype=np.int64)], axis=1)
-    return (np.concatenate([pis[c, :used[c]] for c in range(chunks)]),
-            np.concatenate([pjs[c, :used[c]] for c in range(chunks)]))
+    inputs = (x_pred, inv_mass, radius, travel, 1.0 / cell, table_size, bucket_start, items, excl_offsets, excl)
+    buffers, used = fill_in_chunks(_fill_particle_chunks, inputs, bounds,
+                                   [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64)])
+    return tuple(concatenate_chunks(buffers, used))
 
 
 @njit(**_JIT)
@@ -346,7 +336,7 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
 
 @njit(**_JIT_PARALLEL)
 def _fill_pair_chunks(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv, table_size, bucket_start, items,
-                      excl_offsets, excl, bounds, resume, stamps, cvs, cts, css, counts):
+                      excl_offsets, excl, bounds, resume, counts, stamps, cvs, cts, css):
     """One :func:`_fill_vertex_triangle_pairs` per vertex chunk, in parallel, each into its own buffers."""
     for c in prange(bounds.shape[0] - 1):
         if resume[c] < bounds[c + 1]:
@@ -368,9 +358,8 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
     substep start. Returns (vertex, triangle, side), in vertex order.
 
     The vertices run in ``chunks`` consecutive ranges in parallel, each with its own buffers, then
-    concatenated: the pairs do not depend on ``chunks`` (the query was 4.4 of 6.7 ms a substep on
-    a 64 x 64 sheet, serial). A Python driver: a cached Numba function must not call a parallel
-    one (numba/numba#8578).
+    concatenated: the pairs do not depend on ``chunks`` (see :mod:`.chunks`; the query was 4.4 of
+    6.7 ms a substep on a 64 x 64 sheet, serial).
     """
     nt = tris.shape[0]
     n = x_pred.shape[0]
@@ -378,29 +367,16 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
     hi = np.empty((nt, 3))
     swept_triangle_boxes(x_start, x_pred, tris, thickness, lo, hi)
     bucket, items = hash_boxes(lo, hi, cell, table_size, 32)
-    chunks = max(1, min(int(chunks), n // 256))
-    bounds = (np.arange(chunks + 1) * n) // chunks
+    bounds = equal_chunks(n, chunks)
+    chunks = bounds.shape[0] - 1
     cap = max(64, n // chunks)
     stamps = np.full((chunks, nt), -1, dtype=np.int64)
-    cvs = np.empty((chunks, cap), dtype=np.int64)
-    cts = np.empty((chunks, cap), dtype=np.int64)
-    css = np.empty((chunks, cap))
-    counts = np.zeros(chunks, dtype=np.int64)
-    resume = bounds[:-1].copy()
-    while True:
-        _fill_pair_chunks(x_start, x_pred, inv_mass, tris, thickness, lo, hi, 1.0 / cell, table_size, bucket, items,
-                          excl_offsets, excl, bounds, resume, stamps, cvs, cts, css, counts)
-        full = resume < bounds[1:]
-        if not full.any():
-            break
-        width = cvs.shape[1]  # a chunk's buffers filled up: grow them all and go on from there
-        cvs = np.concatenate([cvs, np.empty((chunks, width), dtype=np.int64)], axis=1)
-        cts = np.concatenate([cts, np.empty((chunks, width), dtype=np.int64)], axis=1)
-        css = np.concatenate([css, np.empty((chunks, width))], axis=1)
-        stamps[full] = -1
-    return (np.concatenate([cvs[c, :counts[c]] for c in range(chunks)]),
-            np.concatenate([cts[c, :counts[c]] for c in range(chunks)]),
-            np.concatenate([css[c, :counts[c]] for c in range(chunks)]))
+    inputs = (x_start, x_pred, inv_mass, tris, thickness, lo, hi, 1.0 / cell, table_size, bucket, items, excl_offsets,
+              excl)
+    buffers, counts = fill_in_chunks(_fill_pair_chunks, inputs, bounds,
+                                     [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64),
+                                      np.empty((chunks, cap))], stamps)
+    return tuple(concatenate_chunks(buffers, counts))
 
 
 @njit(**_JIT)
