@@ -408,10 +408,10 @@ class Colliders(ContactHandler):
         radius = self.cloth_thickness + m.mesh.thickness
         offsets, cand, d0 = self._query(m, seg_a, seg_b, pad, radius, np.ones(idx.shape[0], dtype=np.bool_))
         used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
-        if used < 0:  # no room left: compact (dropping the replaced lists) with room for these
+        if used < 0:  # no room left: compact (dropping the replaced lists) with room for these and more
             keep = np.ones(m.first.shape[0], dtype=np.bool_)
             m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
-                keep, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, self._spare(offsets[-1]))
+                keep, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, int(offsets[-1]) + self._spare(m.used))
             used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
         m.used = used
         m.seg_a[idx] = seg_a
