@@ -17,6 +17,16 @@ def equal_chunks(n: int, chunks: int, min_per_chunk: int = 256) -> np.ndarray:
     return (np.arange(chunks + 1) * n) // chunks
 
 
+def active_chunks(active: np.ndarray, chunks: int, min_per_chunk: int = 64) -> np.ndarray:
+    """Bounds (chunks + 1,) of up to ``chunks`` consecutive runs holding equal numbers of the items
+    marked ``active``, at least ``min_per_chunk`` active ones each (a re-query of a handful: one)."""
+    n_active = int(np.count_nonzero(active))
+    chunks = max(1, min(int(chunks), n_active // min_per_chunk))
+    before = np.cumsum(active) - active  # active items before each one
+    targets = (np.arange(1, chunks) * n_active) // chunks
+    return np.concatenate([[0], np.searchsorted(before, targets, side="left"), [active.shape[0]]]).astype(np.int64)
+
+
 def fill_in_chunks(fill_chunks, inputs, bounds, buffers, stamps=None):
     """Run ``fill_chunks(*inputs, bounds, resume, counts, [stamps,] *buffers)`` until every chunk c
     has written the results of its items ``bounds[c] .. bounds[c+1] - 1`` into row c of each

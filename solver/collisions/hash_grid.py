@@ -79,3 +79,29 @@ def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
             items = np.empty(counts[table_size], dtype=np.int64)
             fill = counts[:table_size].copy()
     return counts, items
+
+
+@njit(inline="always", **_JIT)
+def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_start, items, lo, hi, stamp, mark,
+                      found):
+    """The boxes [lo, hi] of a :func:`hash_boxes` grid that overlap the query box [ql[0], qh[0]],
+    each once, written to ``found[:k]``; returns k. ``stamp`` (one slot per box) marks the boxes
+    seen with ``mark``: use a new mark per query (e.g. the query's index), and clear the stamps
+    before a query is repeated with the same mark."""
+    k = 0
+    i0, i1, j0, j1, k0, k1 = box_cells(ql, qh, 0, inv_cell, max_cells_per_box)
+    for i in range(i0, i1 + 1):
+        for j in range(j0, j1 + 1):
+            for c in range(k0, k1 + 1):
+                t = cell_hash(i, j, c, table_size)
+                for s in range(bucket_start[t], bucket_start[t + 1]):
+                    b = items[s]
+                    if stamp[b] == mark:
+                        continue
+                    stamp[b] = mark
+                    if (lo[b, 0] > qh[0, 0] or hi[b, 0] < ql[0, 0] or lo[b, 1] > qh[0, 1]
+                            or hi[b, 1] < ql[0, 1] or lo[b, 2] > qh[0, 2] or hi[b, 2] < ql[0, 2]):
+                        continue
+                    found[k] = b
+                    k += 1
+    return k

@@ -14,11 +14,11 @@ from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
-from .chunks import concatenate_chunks, fill_in_chunks
+from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
 from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance,
                        segment_triangle_distance, triangle_normal)
-from .hash_grid import box_cells, cell_hash, finite_box
+from .hash_grid import boxes_overlapping, cell_hash, finite_box
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,6 +204,7 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
     """
     ql = np.empty((1, 3))
     qh = np.empty((1, 3))
+    found = np.empty(tlo.shape[0], dtype=np.int64)
     for q in range(q_first, q_last):
         if active[q]:
             for d in range(3):
@@ -216,51 +217,41 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                 m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
                 half = 0.5 * math.sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
                                        + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
-                i0, i1, j0, j1, k0, k1 = box_cells(ql, qh, 0, inv, max_cells)
                 start = count
-                for i in range(i0, i1 + 1):
-                    for j in range(j0, j1 + 1):
-                        for k in range(k0, k1 + 1):
-                            t = cell_hash(i, j, k, table_size)
-                            for s in range(bucket_start[t], bucket_start[t + 1]):
-                                b = items[s]
-                                if stamp[b] == q:
-                                    continue
-                                stamp[b] = q
-                                if (tlo[b, 0] > qh[0, 0] or thi[b, 0] < ql[0, 0] or tlo[b, 1] > qh[0, 1]
-                                        or thi[b, 1] < ql[0, 1] or tlo[b, 2] > qh[0, 2] or thi[b, 2] < ql[0, 2]):
-                                    continue
-                                # bounding spheres first: no point of the segment is nearer the midpoint
-                                # than half its length, no point of the triangle farther from its centre
-                                # than rad (a lower bound of the distance, a few flops)
-                                if math.sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
-                                             + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
-                                    continue
-                                ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
-                                if half > 0.5 * limit:
-                                    # long segment: the triangle's bounding sphere against the segment
-                                    # (cheap), then the exact segment-triangle distance
-                                    if point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
-                                                              seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
-                                                              seg_b[q, 2]) - rad[b] > limit:
-                                        continue
-                                    dist = segment_triangle_distance(
-                                        seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
-                                        v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
-                                        v0[ic, 1], v0[ic, 2])
-                                else:
-                                    # short segment: the midpoint's distance minus the half length bounds
-                                    # the segment's from below (d0 is only used as a bound)
-                                    dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
-                                                                   v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
-                                                                   v0[ic, 1], v0[ic, 2]) - half
-                                if dist > limit:
-                                    continue
-                                if count == cand.shape[0]:
-                                    return q, start
-                                cand[count] = b
-                                d0[count] = max(dist, 0.0)
-                                count += 1
+                for e in range(boxes_overlapping(ql, qh, inv, max_cells, table_size, bucket_start, items, tlo, thi,
+                                                 stamp, q, found)):
+                    b = found[e]
+                    # bounding spheres first: no point of the segment is nearer the midpoint
+                    # than half its length, no point of the triangle farther from its centre
+                    # than rad (a lower bound of the distance, a few flops)
+                    if math.sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
+                                 + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
+                        continue
+                    ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
+                    if half > 0.5 * limit:
+                        # long segment: the triangle's bounding sphere against the segment
+                        # (cheap), then the exact segment-triangle distance
+                        if point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
+                                                  seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
+                                                  seg_b[q, 2]) - rad[b] > limit:
+                            continue
+                        dist = segment_triangle_distance(
+                            seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
+                            v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                            v0[ic, 1], v0[ic, 2])
+                    else:
+                        # short segment: the midpoint's distance minus the half length bounds
+                        # the segment's from below (d0 is only used as a bound)
+                        dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
+                                                       v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
+                                                       v0[ic, 1], v0[ic, 2]) - half
+                    if dist > limit:
+                        continue
+                    if count == cand.shape[0]:
+                        return q, start
+                    cand[count] = b
+                    d0[count] = max(dist, 0.0)
+                    count += 1
                 sort_by_distance(cand, d0, start, count)  # nearest first
         offsets[q + 1] = count
     return q_last, count
@@ -278,31 +269,6 @@ def _fill_chunks(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, b
                                         resume[c], bounds[c + 1], counts[c])
             resume[c] = q
             counts[c] = count
-
-
-@njit(**_JIT)
-def _chunk_bounds(active, chunks):
-    """Vertex ranges of ``chunks`` runs with equal numbers of active vertices (fewer chunks for a
-    few vertices: a re-query asks for a handful); returns (bounds (chunks + 1,), active count)."""
-    n = active.shape[0]
-    n_active = 0
-    for q in range(n):
-        n_active += active[q]
-    chunks = max(1, min(chunks, n_active // 64))
-    bounds = np.empty(chunks + 1, dtype=np.int64)
-    bounds[0] = 0
-    bounds[chunks] = n
-    seen = 0
-    c = 1
-    for q in range(n):
-        if c < chunks and seen >= (c * n_active) // chunks:
-            bounds[c] = q
-            c += 1
-        seen += active[q]
-    while c < chunks:
-        bounds[c] = n
-        c += 1
-    return bounds, n_active
 
 
 def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
@@ -323,9 +289,9 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
     frame of bench_collisions queries ~3,600 vertices with ~120,000 candidates: 55 ms serial,
     31 ms in 2 chunks on 2 cores (:mod:`.chunks`).
     """
-    bounds, n_active = _chunk_bounds(active, chunks)
+    bounds = active_chunks(active, chunks)
     chunks = bounds.shape[0] - 1
-    cap = max(16, (8 * n_active) // chunks)  # allocate for the vertices asked for, not for all
+    cap = max(16, (8 * int(np.count_nonzero(active))) // chunks)  # allocate for the vertices asked for, not for all
     stamps = np.full((chunks, tlo.shape[0]), -1, dtype=np.int64)
     offsets = np.zeros(seg_a.shape[0] + 1, dtype=np.int64)
     inputs = (seg_a, seg_b, pad, radius, active, tlo, thi, 1.0 / cell, table_size, bucket_start, items, max_cells, tris,

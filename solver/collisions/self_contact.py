@@ -12,7 +12,7 @@ from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import concatenate_chunks, equal_chunks, fill_in_chunks
 from .geometry import closest_on_triangle, triangle_normal
-from .hash_grid import box_cells, cell_hash, finite_box, hash_boxes
+from .hash_grid import boxes_overlapping, cell_hash, finite_box, hash_boxes
 from .mesh_kernels import swept_triangle_boxes
 
 
@@ -293,6 +293,7 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
     fit (dropped: resume from it with bigger buffers and a cleared ``stamp``)."""
     ql = np.empty((1, 3))
     qh = np.empty((1, 3))
+    found = np.empty(lo.shape[0], dtype=np.int64)
     for i in range(q_first, q_last):
         for d in range(3):
             ql[0, d] = min(x_start[i, d], x_pred[i, d]) - thickness
@@ -301,36 +302,25 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
             continue
         start = count
         wi = inv_mass[i]
-        i0, i1, j0, j1, k0, k1 = box_cells(ql, qh, 0, inv, 32)
-        for a in range(i0, i1 + 1):
-            for b in range(j0, j1 + 1):
-                for c in range(k0, k1 + 1):
-                    h = cell_hash(a, b, c, table_size)
-                    for s in range(bucket_start[h], bucket_start[h + 1]):
-                        t = items[s]
-                        if stamp[t] == i:
-                            continue
-                        stamp[t] = i
-                        if (lo[t, 0] > qh[0, 0] or hi[t, 0] < ql[0, 0] or lo[t, 1] > qh[0, 1]
-                                or hi[t, 1] < ql[0, 1] or lo[t, 2] > qh[0, 2] or hi[t, 2] < ql[0, 2]):
-                            continue
-                        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-                        if ia == i or ib == i or ic == i:
-                            continue
-                        if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
-                            continue
-                        if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
-                                _is_excluded(i, ic, excl_offsets, excl):
-                            continue  # topological neighbours (two hops): touching at rest, not a collision
-                        side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
-                        if side == 0.0:
-                            continue
-                        if count == cv.shape[0]:
-                            return i, start
-                        cv[count] = i
-                        ct[count] = t
-                        cs[count] = side
-                        count += 1
+        for e in range(boxes_overlapping(ql, qh, inv, 32, table_size, bucket_start, items, lo, hi, stamp, i, found)):
+            t = found[e]
+            ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+            if ia == i or ib == i or ic == i:
+                continue
+            if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
+                continue
+            if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
+                    _is_excluded(i, ic, excl_offsets, excl):
+                continue  # topological neighbours (two hops): touching at rest, not a collision
+            side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
+            if side == 0.0:
+                continue
+            if count == cv.shape[0]:
+                return i, start
+            cv[count] = i
+            ct[count] = t
+            cs[count] = side
+            count += 1
     return q_last, count
 
 
