@@ -195,8 +195,18 @@ class Cloth:
         if self._colored is None or self._colored[0] != n_blocks:
             part = partition_vertices(self.rest_positions, self.inv_mass > 0.0, n_blocks)
             sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
-            self._colored = (n_blocks, sets)
+            vertex_order = np.argsort(part, kind="stable")
+            vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
+            self._colored = (n_blocks, sets, vertex_order, vertex_offsets)
         return self._colored[1]
+
+    def _vertex_blocks(self):
+        """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
+        the per-vertex steps of a substep run on the thread whose block owns the vertex."""
+        if self.settings.solve_mode != "colored":
+            return None
+        self.constraint_sets  # noqa: B018  (builds the schedule for the current block count)
+        return self._colored[2], self._colored[3]
 
     @property
     def parallel_blocks(self) -> int:
@@ -355,6 +365,7 @@ class Cloth:
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
             tick("contacts_broad_phase", t0)
         soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
+        blocks = self._vertex_blocks()
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
             extra = self._no_extra
@@ -369,9 +380,12 @@ class Cloth:
                         raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
                 tick("learned", t0)
             t0 = clock()
-            kn.predict_positions(self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s,
-                                 wind, self.kinematic_index, self._target_prev, kinematic_end, t_end, h,
-                                 self._x_substep_start)
+            predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
+                            self.kinematic_index, self._target_prev, kinematic_end, t_end, h, self._x_substep_start)
+            if blocks is None:
+                kn.predict_positions(*predict_args)
+            else:
+                kn.predict_positions_blocks(*predict_args, *blocks)
             if soft_set is not None:
                 kn.interpolate_targets(self._soft_prev, soft_end, t_end, soft_set.params["target"])
             tick("predict", t0)
@@ -405,7 +419,10 @@ class Cloth:
                     if check_phases:
                         self._check("the contact handler", sub, h)
             t0 = clock()
-            kn.update_velocities(self.x, self._x_substep_start, h, self.v)
+            if blocks is None:
+                kn.update_velocities(self.x, self._x_substep_start, h, self.v)
+            else:
+                kn.update_velocities_blocks(self.x, self._x_substep_start, h, self.v, *blocks)
             tick("velocity", t0)
             if handler is not None:
                 t0 = clock()

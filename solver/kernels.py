@@ -528,6 +528,23 @@ def predict_positions(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_
     _place_kinematic(x, kinematic_index, kinematic_start, kinematic_end, t_end)
 
 
+@njit(**_JIT_PARALLEL)
+def predict_positions_blocks(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_s, wind, kinematic_index,
+                             kinematic_start, kinematic_end, t_end, h, x_substep_start, vertex_order, vertex_offsets):
+    """:func:`predict_positions` for the coloured mode: each block's thread predicts the vertices
+    of its part (``vertex_order[vertex_offsets[b]:vertex_offsets[b + 1]]``), so they stay in the
+    cache of the core that projects their constraints next (the serial prediction on the main
+    thread pulled every other block's vertices across: 64x64, 2 blocks, 0.5 -> 1.0-2.5 ms a frame).
+    Per vertex the same arithmetic as the serial one, so the same bits."""
+    decay = math.exp(-air_drag_per_s * h)
+    has_extra = extra_acceleration.shape[0] == x.shape[0]
+    for b in prange(vertex_offsets.shape[0] - 1):
+        for k in range(vertex_offsets[b], vertex_offsets[b + 1]):
+            _predict_vertex(vertex_order[k], x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h,
+                            x_substep_start)
+    _place_kinematic(x, kinematic_index, kinematic_start, kinematic_end, t_end)
+
+
 @njit(**_JIT)
 def interpolate_targets(start, end, t, out):
     for k in range(start.shape[0]):
@@ -554,6 +571,18 @@ def update_velocities(x, x_substep_start, h, v):
     for i in range(x.shape[0]):
         for d in range(3):
             v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
+
+
+@njit(**_JIT_PARALLEL)
+def update_velocities_blocks(x, x_substep_start, h, v, vertex_order, vertex_offsets):
+    """:func:`update_velocities` with each block's vertices on the thread that owns them (see
+    :func:`predict_positions_blocks`)."""
+    inv_h = 1.0 / h
+    for b in prange(vertex_offsets.shape[0] - 1):
+        for k in range(vertex_offsets[b], vertex_offsets[b + 1]):
+            i = vertex_order[k]
+            for d in range(3):
+                v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
 
 
 @njit(**_JIT)
