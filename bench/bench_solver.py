@@ -43,6 +43,19 @@ TARGET_COLORED2_SPEEDUP = 1.6
 TARGET_CACHED_START_S = 2.0
 
 
+def _threading_layer(numba) -> str:
+    """Numba's parallel back end (omp, tbb or workqueue), known once a parallel kernel has run."""
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def touch(a):
+        for i in prange(a.shape[0]):
+            a[i] = i
+
+    touch(__import__("numpy").zeros(4))
+    return numba.threading_layer()
+
+
 def source_fingerprint() -> str:
     """Short hash of the solver sources, so a result line says which code it measured."""
     h = hashlib.sha1()
@@ -219,6 +232,8 @@ def main(argv=None) -> int:
     print(json.dumps({"case": "env", "python": platform.python_version(), "numpy": __import__("numpy").__version__,
                       "numba": numba.__version__, "cpus": os.cpu_count(), "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
                       "machine": platform.machine(), "solver_sha": source_fingerprint(),
+                      "threading_layer": _threading_layer(numba),
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
                       "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
     results = []
     for n in sizes:
