@@ -314,6 +314,44 @@ def test_narrow_phase_caches_skip_work_without_changing_the_contacts():
 
 
 
+def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_moves(monkeypatch):
+    """The triangle grid of a mesh collider is built again only when its vertices change: a ball that
+    stands still for 12 frames, slides for 12 and stands again builds it once per moving frame plus
+    twice, and the cloth lands exactly as with a grid rebuilt every frame (1e-12 m: another cell
+    size may list equally distant triangles in another order)."""
+    from selvedge.solver.collisions import colliders, hash_grid
+
+    builds = []
+    real = hash_grid.hash_boxes
+    monkeypatch.setattr(colliders.hash_grid, "hash_boxes", lambda *a: builds.append(1) or real(*a))
+    body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
+    runs, counts = [], []
+    for keep in (True, False):
+        builds.clear()
+        pos, faces, _ = grid_mesh(12, 12, 0.6, 0.6, origin=(-0.3, -0.3, 0.3))
+        contacts = Colliders([TriangleMesh(body_v, body_t, name="ball")], cloth_thickness=0.004)
+        cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), contact_handler=contacts)
+        per_phase = []
+        for phase in range(3):
+            before = len(builds)
+            for f in range(12):
+                shift = 0.01 * (min(max(12 * phase + f - 11, 0), 12))  # moves in frames 12-23 only
+                contacts.set_mesh_positions("ball", body_v + [shift, 0.0, 0.0])
+                cloth.step()
+                if not keep:
+                    contacts.meshes[0].grid_v0 = None  # forget it: the next frame builds a new one
+            per_phase.append(len(builds) - before)
+        runs.append(cloth.positions.copy())
+        counts.append(per_phase)
+    print(f"\n[grid builds] kept {counts[0]}, rebuilt every frame {counts[1]}; "
+          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    assert counts[0][0] == 1 and counts[0][2] <= 1  # standing: built once (and once after the last move)
+    assert counts[0][1] >= 11  # moving: a new grid every frame (the first moving frame starts from rest)
+    assert sum(counts[1]) >= 30
+    assert np.abs(runs[0] - runs[1]).max() < 1e-12
+    assert np.abs(runs[0] - pos).max() > 0.05  # the cloth fell onto the ball
+
+
 def test_nearest_triangle_cache_answers_most_scans_of_a_resting_cloth_with_the_same_contacts():
     """A 20 cm cloth lying still on top of a 0.25 m mesh ball (after 20 frames to settle): with
     the narrow-phase caches on, most scans of the next 20 frames measure only the cached closest
