@@ -1,5 +1,8 @@
 """Collision layer timings: a 64x64 cloth on a ~5k-triangle body mesh, then the same with self-collision.
 
+A third case puts a signed distance grid of the same body (5 mm spacing, the proxy for a rigid
+body) in place of the mesh.
+
 Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
 on the body; the first 6 frames, in the air, are untimed; every kernel is compiled or loaded
 before, by a small untimed landing) and ``draped`` (after ``--settle`` more untimed frames on
@@ -24,7 +27,7 @@ from selvedge_import import import_selvedge  # noqa: E402
 
 import_selvedge()
 from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
-from selvedge.solver.collisions import Colliders, SelfCollision, TriangleMesh  # noqa: E402
+from selvedge.solver.collisions import Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
 from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
@@ -50,10 +53,14 @@ def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_coll
     return row
 
 
-def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6):
+def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None):
+    """One case; ``sdf_spacing`` (m) replaces the body mesh by a signed distance grid of it (the
+    proxy for a rigid body)."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
-    contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004,
+    body = TriangleMesh(body_v, body_t, name="body") if sdf_spacing is None else SDFGrid(body_v, body_t, sdf_spacing,
+                                                                                        name="body")
+    contacts = Colliders([body], cloth_thickness=0.004,
                          self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     rows = []
@@ -77,8 +84,8 @@ def warm_up():
     the landing, would otherwise put their compile time in the timed drop frames of a cold cache)."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(24, 24, 0.5, 0.5, origin=(-0.25, -0.25, 1.45))
-    contacts = Colliders([TriangleMesh(body_v, body_t)], cloth_thickness=0.004, self_collision=SelfCollision(),
-                         cloth_triangles=faces)
+    contacts = Colliders([TriangleMesh(body_v, body_t), SDFGrid(body_v, body_t, 0.01)], cloth_thickness=0.004,
+                         self_collision=SelfCollision(), cloth_triangles=faces)
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=20), contact_handler=contacts)
     for _ in range(14):
         cloth.step()
@@ -94,6 +101,8 @@ def main(argv=None):
     warm_up()
     run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
     run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True)
+    run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps, self_collision=False,
+             sdf_spacing=0.005)
 
 
 if __name__ == "__main__":

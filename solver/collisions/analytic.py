@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
-from ._jit import _JIT
+from ._jit import _JIT, _JIT_PARALLEL
 from .contacts import emit_contact
 
 
@@ -67,6 +67,16 @@ def transform_at(k, t, pos0, rot0, pos1, rot1):
     pz = pos0[k, 2] + t * (pos1[k, 2] - pos0[k, 2])
     qw, qx, qy, qz = slerp(rot0[k], rot1[k], t)
     return px, py, pz, qw, qx, qy, qz
+
+
+@njit(inline="always", **_JIT)
+def poses_at(t, pos0, rot0, pos1, rot1):
+    """(K, 7) array of every proxy's :func:`transform_at` at frame fraction t."""
+    out = np.empty((pos0.shape[0], 7))
+    for k in range(pos0.shape[0]):
+        out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5], out[k, 6] = transform_at(k, t, pos0, rot0,
+                                                                                                   pos1, rot1)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,6 +165,8 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
     """
     count = 0
     n = x.shape[0]
+    poses = (poses_at(0.0, pos0, rot0, pos1, rot1), poses_at(0.5, pos0, rot0, pos1, rot1),
+             poses_at(1.0, pos0, rot0, pos1, rot1))
     for i in range(n):
         if inv_mass[i] == 0.0:
             continue
@@ -165,8 +177,9 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
             hit = False
             if kind[k] == PLANE:
                 for step in range(3):
-                    px, py, pz, qw, qx, qy, qz = transform_at(k, 0.5 * step, pos0, rot0, pos1, rot1)
-                    lz = _world_to_local(px, py, pz, qw, qx, qy, qz, x[i, 0], x[i, 1], x[i, 2])[2]
+                    p = poses[step]
+                    lz = _world_to_local(p[k, 0], p[k, 1], p[k, 2], p[k, 3], p[k, 4], p[k, 5], p[k, 6], x[i, 0],
+                                         x[i, 1], x[i, 2])[2]
                     if lz < reach:
                         hit = True
             else:
@@ -187,25 +200,33 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
     return count
 
 
-@njit(**_JIT)
+@njit(**_JIT_PARALLEL)
 def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, t_start, t_end, kind, dims,
-                          pos0, rot0, pos1, rot1, skin, mu_s, mu_k, cloth_thickness, c_vertex, c_normal, c_point,
-                          c_radius, c_disp, c_mu_s, c_mu_k, offset):
+                          pos0, rot0, pos1, rot1, skin, mu_s, mu_k, cloth_thickness, hit, res, c_vertex, c_normal,
+                          c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """Contacts of this substep from the broad-phase candidates, written from row ``offset``.
 
     The collider is placed at ``t_end`` (the substep end, where the prediction is). A vertex
     predicted inside the solid that started the substep outside keeps the feature it was
     nearest to at the start (no tunnelling out through the far side of a thin collider).
+    Candidates in parallel into the per-candidate scratch ``hit`` / ``res`` (at least
+    ``n_cand`` rows), then the rows in candidate order (the same rows as one serial pass).
     Returns the new row count.
     """
-    count = offset
-    for m in range(n_cand):
+    if hit.shape[0] < n_cand or res.shape[0] < n_cand:
+        raise ValueError("narrow-phase scratch smaller than the candidate count")
+    end_pose = poses_at(t_end, pos0, rot0, pos1, rot1)  # each proxy's pose once, not per candidate
+    start_pose = poses_at(t_start, pos0, rot0, pos1, rot1)
+    for m in prange(n_cand):
+        hit[m] = False
         i = cand_vertex[m]
         k = cand_proxy[m]
         if inv_mass[i] == 0.0 or kind[k] == SDF:  # signed distance grids: sdf_narrow_phase
             continue
-        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
-        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
+        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = (end_pose[k, 0], end_pose[k, 1], end_pose[k, 2], end_pose[k, 3],
+                                             end_pose[k, 4], end_pose[k, 5], end_pose[k, 6])
+        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = (start_pose[k, 0], start_pose[k, 1], start_pose[k, 2], start_pose[k, 3],
+                                             start_pose[k, 4], start_pose[k, 5], start_pose[k, 6])
         l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
         phi, nl0, nl1, nl2, ql0, ql1, ql2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)
         if phi < 0.0:
@@ -224,8 +245,17 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
         if C > travel + r:
             continue
         b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        count = emit_contact(count, i, n0, n1, n2, q0, q1, q2, r, q0 - b0, q1 - b1, q2 - b2, mu_s[k], mu_k[k],
-                             c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
+        hit[m] = True
+        res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
+        res[m, 3], res[m, 4], res[m, 5] = q0, q1, q2
+        res[m, 6], res[m, 7], res[m, 8] = q0 - b0, q1 - b1, q2 - b2
+    count = offset
+    for m in range(n_cand):
+        if hit[m]:
+            k = cand_proxy[m]
+            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
+                                 res[m, 5], cloth_thickness + skin[k], res[m, 6], res[m, 7], res[m, 8], mu_s[k],
+                                 mu_k[k], c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
     return count
 
 

@@ -185,6 +185,8 @@ class Colliders(ContactHandler):
         self._v_prev = np.zeros((0, 3))
         self._cand_vertex = np.zeros(0, dtype=np.int64)
         self._cand_proxy = np.zeros(0, dtype=np.int64)
+        self._cand_hit = np.zeros(0, dtype=np.bool_)
+        self._cand_res = np.zeros((0, 9))
         self._n_cand = 0
         self._alloc_contacts(0)
         self._n_contacts = 0
@@ -266,6 +268,8 @@ class Colliders(ContactHandler):
         if self._cand_vertex.shape[0] < n * k:
             self._cand_vertex = np.zeros(n * k, dtype=np.int64)
             self._cand_proxy = np.zeros(n * k, dtype=np.int64)
+            self._cand_hit = np.zeros(n * k, dtype=np.bool_)  # per-candidate scratch of the narrow phases
+            self._cand_res = np.zeros((n * k, 9))
         self._n_cand = 0
         if k:
             self._n_cand = analytic.analytic_broad_phase(x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind,
@@ -456,19 +460,19 @@ class Colliders(ContactHandler):
         inv_mass = self._inv_mass_for(x_predicted)
         count = 0
         if self._n_cand:
-            count = analytic.analytic_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
-                                             self._cand_proxy, self._n_cand, t_start, t_end, self.kind, self.dims,
-                                             self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
-                                             self.mu_k, self.cloth_thickness, self.c_vertex, self.c_normal,
-                                             self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
+            count = analytic.analytic_narrow_phase(
+                x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, t_start,
+                t_end, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
+                self.mu_k, self.cloth_thickness, self._cand_hit, self._cand_res, self.c_vertex, self.c_normal,
+                self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
             for k in self.sdf_index:
                 g = self.analytic[k]
-                count = sdf.sdf_narrow_phase(x_substep_start, x_predicted, inv_mass, self._cand_vertex,
-                                            self._cand_proxy, self._n_cand, k, t_start, t_end, self.pos0, self.rot0,
-                                            self.pos1, self.rot1, g.phi, g.origin, g.spacing,
-                                            self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k],
-                                            self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp,
-                                            self.c_mu_s, self.c_mu_k, count)
+                count = sdf.sdf_narrow_phase(
+                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, k,
+                    t_start, t_end, self.pos0, self.rot0, self.pos1, self.rot1, g.phi, g.origin, g.spacing,
+                    self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k], self._cand_hit, self._cand_res,
+                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
+                    count)
         for m in self.meshes:
             if m.path.shape[0] != x_predicted.shape[0]:
                 raise ClothInputError("Colliders.begin_substep called before begin_frame")

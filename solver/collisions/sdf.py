@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
-from ._jit import _JIT
+from ._jit import _JIT, _JIT_PARALLEL
 from .analytic import _local_to_world, _world_to_local, quat_rotate, transform_at
 from .contacts import emit_contact
 from .geometry import point_triangle_distance
@@ -180,26 +180,30 @@ def sdf_signed_distance(points, phi, origin, spacing, out, normals):
         normals[i, 2] = n2
 
 
-@njit(**_JIT)
+@njit(**_JIT_PARALLEL)
 def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, k, t_start, t_end, pos0, rot0, pos1,
-                     rot1, phi, origin, spacing, radius, mu_s, mu_k, c_vertex, c_normal, c_point, c_radius, c_disp,
-                     c_mu_s, c_mu_k, offset):
+                     rot1, phi, origin, spacing, radius, mu_s, mu_k, hit, res, c_vertex, c_normal, c_point, c_radius,
+                     c_disp, c_mu_s, c_mu_k, offset):
     """Contacts with the signed distance grid proxy k (rows from ``offset``), like the analytic ones.
 
     At the substep end the vertex's local position gives phi and the normal (normalised
     trilinear gradient); the surface point is ``p - phi n``. A vertex predicted inside that
     started the substep outside keeps the normal and surface point of its start position (no
-    tunnelling out through the far side of a thin part). Returns the new row count.
+    tunnelling out through the far side of a thin part). Candidates in parallel into the scratch
+    ``hit`` / ``res``, then the rows in candidate order. Returns the new row count.
     """
-    count = offset
-    for m in range(n_cand):
+    if hit.shape[0] < n_cand or res.shape[0] < n_cand:
+        raise ValueError("narrow-phase scratch smaller than the candidate count")
+    # the grid's pose at both ends of the substep, once (a slerp each: it was per vertex)
+    pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
+    ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
+    for m in prange(n_cand):
+        hit[m] = False
         if cand_proxy[m] != k:
             continue
         i = cand_vertex[m]
         if inv_mass[i] == 0.0:
             continue
-        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
-        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
         l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
         d, nl0, nl1, nl2 = sdf_sample(phi, origin, spacing, l0, l1, l2)
         ql0, ql1, ql2 = l0 - d * nl0, l1 - d * nl1, l2 - d * nl2
@@ -218,6 +222,14 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
         if C > travel + radius:
             continue
         b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        count = emit_contact(count, i, n0, n1, n2, q0, q1, q2, radius, q0 - b0, q1 - b1, q2 - b2, mu_s, mu_k,
-                             c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
+        hit[m] = True
+        res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
+        res[m, 3], res[m, 4], res[m, 5] = q0, q1, q2
+        res[m, 6], res[m, 7], res[m, 8] = q0 - b0, q1 - b1, q2 - b2
+    count = offset
+    for m in range(n_cand):
+        if hit[m]:
+            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
+                                 res[m, 5], radius, res[m, 6], res[m, 7], res[m, 8], mu_s, mu_k, c_vertex, c_normal,
+                                 c_point, c_radius, c_disp, c_mu_s, c_mu_k)
     return count
