@@ -293,7 +293,8 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
     fit (dropped: resume from it with bigger buffers and a cleared ``stamp``)."""
     ql = np.empty((1, 3))
     qh = np.empty((1, 3))
-    found = np.empty(lo.shape[0], dtype=np.int64)
+    nt = lo.shape[0]
+    found = np.empty(nt, dtype=np.int64)
     for i in range(q_first, q_last):
         for d in range(3):
             ql[0, d] = min(x_start[i, d], x_pred[i, d]) - thickness
@@ -302,16 +303,17 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
             continue
         start = count
         wi = inv_mass[i]
+        ring = nt + i  # stamp[nt + v] == i: v is i itself or within two hops of it
+        stamp[ring] = i
+        for s in range(excl_offsets[i], excl_offsets[i + 1]):
+            stamp[nt + excl[s]] = i
         for e in range(boxes_overlapping(ql, qh, inv, 32, table_size, bucket_start, items, lo, hi, stamp, i, found)):
             t = found[e]
             ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-            if ia == i or ib == i or ic == i:
-                continue
+            if stamp[nt + ia] == i or stamp[nt + ib] == i or stamp[nt + ic] == i:
+                continue  # i's own triangles and topological neighbours (two hops): touching at rest
             if wi == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
                 continue
-            if _is_excluded(i, ia, excl_offsets, excl) or _is_excluded(i, ib, excl_offsets, excl) or \
-                    _is_excluded(i, ic, excl_offsets, excl):
-                continue  # topological neighbours (two hops): touching at rest, not a collision
             side = _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness)
             if side == 0.0:
                 continue
@@ -360,7 +362,7 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
     bounds = equal_chunks(n, chunks)
     chunks = bounds.shape[0] - 1
     cap = max(64, n // chunks)
-    stamps = np.full((chunks, nt), -1, dtype=np.int64)
+    stamps = np.full((chunks, nt + n), -1, dtype=np.int64)  # per chunk: triangles seen, then vertex ring marks
     inputs = (x_start, x_pred, inv_mass, tris, thickness, lo, hi, 1.0 / cell, table_size, bucket, items, excl_offsets,
               excl)
     buffers, counts = fill_in_chunks(_fill_pair_chunks, inputs, bounds,
