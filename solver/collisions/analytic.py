@@ -79,6 +79,26 @@ def poses_at(t, pos0, rot0, pos1, rot1):
     return out
 
 
+@njit(inline="always", **_JIT)
+def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2, radius, res):
+    """The contact of vertex i with a rigid proxy from its local closest point ``ql`` and normal
+    ``nl``: world normal, surface point at the substep end (pose ``pe``, a :func:`poses_at` row)
+    and that point's displacement since the substep start (pose ``ps``), into ``res[m]``. False
+    (nothing written) when the vertex stays out of reach (C > travel + radius)."""
+    n0, n1, n2 = quat_rotate(pe[3], pe[4], pe[5], pe[6], nl0, nl1, nl2)
+    q0, q1, q2 = _local_to_world(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], ql0, ql1, ql2)
+    C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
+    travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+                       + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+    if C > travel + radius:
+        return False
+    b0, b1, b2 = _local_to_world(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ql0, ql1, ql2)
+    res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
+    res[m, 3], res[m, 4], res[m, 5] = q0, q1, q2
+    res[m, 6], res[m, 7], res[m, 8] = q0 - b0, q1 - b1, q2 - b2
+    return True
+
+
 # ----------------------------------------------------------------------------------------------
 # Analytic shapes in local coordinates: signed distance, outward normal, closest surface point.
 # ----------------------------------------------------------------------------------------------
@@ -223,32 +243,19 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
         k = cand_proxy[m]
         if inv_mass[i] == 0.0 or kind[k] == SDF:  # signed distance grids: sdf_narrow_phase
             continue
-        pe0, pe1, pe2, qe0, qe1, qe2, qe3 = (end_pose[k, 0], end_pose[k, 1], end_pose[k, 2], end_pose[k, 3],
-                                             end_pose[k, 4], end_pose[k, 5], end_pose[k, 6])
-        ps0, ps1, ps2, qs0, qs1, qs2, qs3 = (start_pose[k, 0], start_pose[k, 1], start_pose[k, 2], start_pose[k, 3],
-                                             start_pose[k, 4], start_pose[k, 5], start_pose[k, 6])
-        l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
+        pe, ps = end_pose[k], start_pose[k]
+        l0, l1, l2 = _world_to_local(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1],
+                                     x_pred[i, 2])
         phi, nl0, nl1, nl2, ql0, ql1, ql2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)
         if phi < 0.0:
-            s0, s1, s2 = _world_to_local(ps0, ps1, ps2, qs0, qs1, qs2, qs3, x_start[i, 0], x_start[i, 1],
-                                         x_start[i, 2])
+            s0, s1, s2 = _world_to_local(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0],
+                                         x_start[i, 1], x_start[i, 2])
             phi_s, mn0, mn1, mn2, mq0, mq1, mq2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], s0, s1,
                                                                 s2)
             if phi_s >= 0.0:
                 nl0, nl1, nl2, ql0, ql1, ql2 = mn0, mn1, mn2, mq0, mq1, mq2
-        n0, n1, n2 = quat_rotate(qe0, qe1, qe2, qe3, nl0, nl1, nl2)
-        q0, q1, q2 = _local_to_world(pe0, pe1, pe2, qe0, qe1, qe2, qe3, ql0, ql1, ql2)
-        r = cloth_thickness + skin[k]
-        C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - r
-        travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                           + (x_pred[i, 2] - x_start[i, 2]) ** 2)
-        if C > travel + r:
-            continue
-        b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        hit[m] = True
-        res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
-        res[m, 3], res[m, 4], res[m, 5] = q0, q1, q2
-        res[m, 6], res[m, 7], res[m, 8] = q0 - b0, q1 - b1, q2 - b2
+        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, end_pose[k], start_pose[k], nl0, nl1, nl2, ql0, ql1,
+                                     ql2, cloth_thickness + skin[k], res)
     count = offset
     for m in range(n_cand):
         if hit[m]:

@@ -9,7 +9,7 @@ from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
-from .analytic import _local_to_world, _world_to_local, quat_rotate, transform_at
+from .analytic import _world_to_local, poses_at, stage_rigid_contact
 from .contacts import emit_contact
 from .geometry import point_triangle_distance
 
@@ -195,8 +195,8 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
     if hit.shape[0] < n_cand or res.shape[0] < n_cand:
         raise ValueError("narrow-phase scratch smaller than the candidate count")
     # the grid's pose at both ends of the substep, once (a slerp each: it was per vertex)
-    pe0, pe1, pe2, qe0, qe1, qe2, qe3 = transform_at(k, t_end, pos0, rot0, pos1, rot1)
-    ps0, ps1, ps2, qs0, qs1, qs2, qs3 = transform_at(k, t_start, pos0, rot0, pos1, rot1)
+    pe = poses_at(t_end, pos0, rot0, pos1, rot1)[k]
+    ps = poses_at(t_start, pos0, rot0, pos1, rot1)[k]
     for m in prange(n_cand):
         hit[m] = False
         if cand_proxy[m] != k:
@@ -204,28 +204,18 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
         i = cand_vertex[m]
         if inv_mass[i] == 0.0:
             continue
-        l0, l1, l2 = _world_to_local(pe0, pe1, pe2, qe0, qe1, qe2, qe3, x_pred[i, 0], x_pred[i, 1], x_pred[i, 2])
+        l0, l1, l2 = _world_to_local(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1],
+                                     x_pred[i, 2])
         d, nl0, nl1, nl2 = sdf_sample(phi, origin, spacing, l0, l1, l2)
         ql0, ql1, ql2 = l0 - d * nl0, l1 - d * nl1, l2 - d * nl2
         if d < 0.0:
-            s0, s1, s2 = _world_to_local(ps0, ps1, ps2, qs0, qs1, qs2, qs3, x_start[i, 0], x_start[i, 1],
-                                         x_start[i, 2])
+            s0, s1, s2 = _world_to_local(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0],
+                                         x_start[i, 1], x_start[i, 2])
             ds, m0, m1, m2 = sdf_sample(phi, origin, spacing, s0, s1, s2)
             if ds >= 0.0:
                 nl0, nl1, nl2 = m0, m1, m2
                 ql0, ql1, ql2 = s0 - ds * m0, s1 - ds * m1, s2 - ds * m2
-        n0, n1, n2 = quat_rotate(qe0, qe1, qe2, qe3, nl0, nl1, nl2)
-        q0, q1, q2 = _local_to_world(pe0, pe1, pe2, qe0, qe1, qe2, qe3, ql0, ql1, ql2)
-        C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
-        travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                           + (x_pred[i, 2] - x_start[i, 2]) ** 2)
-        if C > travel + radius:
-            continue
-        b0, b1, b2 = _local_to_world(ps0, ps1, ps2, qs0, qs1, qs2, qs3, ql0, ql1, ql2)
-        hit[m] = True
-        res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
-        res[m, 3], res[m, 4], res[m, 5] = q0, q1, q2
-        res[m, 6], res[m, 7], res[m, 8] = q0 - b0, q1 - b1, q2 - b2
+        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2, radius, res)
     count = offset
     for m in range(n_cand):
         if hit[m]:
