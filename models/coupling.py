@@ -233,13 +233,12 @@ class LearnedCoupling:
         x = np.ascontiguousarray(proposal).copy()
         h = fdt / cloth.settings.substeps
         stretch = cloth.stretch
-        p = stretch.params
         x0 = x.copy()
         dx, hits = np.zeros_like(x), np.zeros(x.shape[0])
         k = step_coefficients(stretch, cloth.inv_mass, h, damping=False)
         for iteration in range(self.residual_iterations):
-            kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, p["rest_length"], k.alpha_tilde, k.gamma,
-                                     k.inv_denominator, stretch.unilateral, iteration == 0, stretch.lam, dx, hits)
+            kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, k.distance_rows, stretch.unilateral,
+                                     iteration == 0, stretch.lam, dx, hits)
             kn.apply_jacobi(x, dx, hits, RESIDUAL_OMEGA)
             if cloth.contact_handler is not None:
                 cloth.contact_handler.project(x, x0, cloth.inv_mass, h)

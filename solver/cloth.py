@@ -438,7 +438,7 @@ class Cloth:
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
         k = c.coefficients(h, w)
         if c.kind == "distance":
-            args = (x, x0, w, c.vertices, p["rest_length"], k.alpha_tilde, k.gamma, k.inv_denominator, c.unilateral)
+            args = (x, x0, w, c.vertices, k.distance_rows, c.unilateral)
             fns = (kn.solve_distance_serial, kn.solve_distance_colored, kn.solve_distance_jacobi)
         elif c.kind == "dihedral":
             args = (x, x0, w, c.vertices, p["rest_cos"], p["rest_sin"], k.alpha_tilde, k.gamma)

@@ -86,6 +86,9 @@ class StepCoefficients:
     alpha_tilde: np.ndarray
     gamma: np.ndarray
     inv_denominator: np.ndarray
+    #: distance sets: (m, 4) rows of rest length, alpha~, gamma, inverse denominator, what the
+    #: distance kernels read (one stream instead of four); empty for the other kinds
+    distance_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
 
 
 def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: float,
@@ -106,8 +109,12 @@ def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: fl
         k_sum = (w * p["stencil"] ** 2).sum(axis=1)
     else:  # soft pin: grad C is a unit vector on one vertex
         k_sum = w[:, 0]
-    return StepCoefficients(alpha_tilde, gamma,
-                            inverse_denominators(np.ascontiguousarray(k_sum, dtype=np.float64), alpha_tilde, gamma))
+    inv_denominator = inverse_denominators(np.ascontiguousarray(k_sum, dtype=np.float64), alpha_tilde, gamma)
+    rows = np.empty((0, 4))
+    if c.kind == "distance":
+        rows = np.ascontiguousarray(np.column_stack([p["rest_length"], alpha_tilde, gamma, inv_denominator]),
+                                    dtype=np.float64)
+    return StepCoefficients(alpha_tilde, gamma, inv_denominator, rows)
 
 
 def _corner_uv_per_edge(topology: MeshTopology, uv: np.ndarray, edges: np.ndarray) -> np.ndarray:

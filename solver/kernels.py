@@ -94,8 +94,8 @@ def clamp_unilateral(lam, dlam, sign):
 # Distance: stretch (warp/weft/bias), shear, cross-edge bending and tethers (unilateral).
 # ----------------------------------------------------------------------------------------------
 @njit(inline="always", **_JIT)
-def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                   unilateral, reset_lambda, lam, x_write, hit_count, count_hits, skip_static_j=False):
+def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam, x_write,
+                   hit_count, count_hits, skip_static_j=False):
     """C = |x_i - x_j| - L (Mueller 2006; XPBD); grad_i C = n, grad_j C = -n, so K = w_i + w_j.
 
     ``unilateral`` (tethers, Kim 2012 long range attachments): only C > 0 is corrected and the
@@ -104,11 +104,13 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rest_length, 
     rest of the projection on this CPU. ``skip_static_j`` (a constant in the drivers: True for
     tethers) leaves vertex j unwritten when its correction is zero, as for a tether's pin: every
     tether of a pin would otherwise store to the pin's row and the next one load it back, one
-    projection after the other (256 x 256: 26 -> 19 ns a tether).
+    projection after the other (256 x 256: 26 -> 19 ns a tether). ``rows[k]`` holds the
+    constraint's rest length, alpha~, gamma and inverse denominator side by side
+    (``StepCoefficients.distance_rows``): one stream instead of four (256 x 256: stretch 24 -> 22 ns).
     """
     if reset_lambda:
         lam[k] = 0.0
-    s_den = inv_denominator[k]
+    s_den = rows[k, 3]
     if s_den == 0.0:
         return
     i = vertices[k, 0]
@@ -119,17 +121,17 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rest_length, 
     length = math.sqrt(dx * dx + dy * dy + dz * dz)
     if length < 1e-12:
         return
-    C = length - rest_length[k]
+    C = length - rows[k, 0]
     if unilateral and C <= 0.0 and lam[k] == 0.0:
         return
     inv_length = 1.0 / length
-    g = gamma[k]
+    g = rows[k, 2]
     rel = 0.0
     if g > 0.0:
         rel = inv_length * (dx * ((x_read[i, 0] - x_substep_start[i, 0]) - (x_read[j, 0] - x_substep_start[j, 0]))
                             + dy * ((x_read[i, 1] - x_substep_start[i, 1]) - (x_read[j, 1] - x_substep_start[j, 1]))
                             + dz * ((x_read[i, 2] - x_substep_start[i, 2]) - (x_read[j, 2] - x_substep_start[j, 2])))
-    dlam = xpbd_delta_lambda(C, alpha_tilde[k], g, rel, lam[k], s_den)
+    dlam = xpbd_delta_lambda(C, rows[k, 1], g, rel, lam[k], s_den)
     if unilateral:
         dlam = clamp_unilateral(lam[k], dlam, -1.0)
     lam[k] += dlam
@@ -148,39 +150,36 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rest_length, 
 
 
 @njit(**_JIT_SERIAL)
-def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                          unilateral, reset_lambda, lam):
+def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam):
     dummy = np.empty(0)
     if unilateral:  # tethers (constants in each loop: the other branch folds away)
         for k in range(vertices.shape[0]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma,
-                           inv_denominator, True, reset_lambda, lam, x, dummy, False, True)
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, True, reset_lambda, lam, x, dummy, False,
+                           True)
     else:
         for k in range(vertices.shape[0]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma,
-                           inv_denominator, False, reset_lambda, lam, x, dummy, False, False)
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, False, reset_lambda, lam, x, dummy, False,
+                           False)
 
 
 @njit(**_JIT_PARALLEL)
-def solve_distance_colored(x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                           unilateral, block_offsets, reset_lambda, lam):
+def solve_distance_colored(x, x_substep_start, inv_mass, vertices, rows, unilateral, block_offsets, reset_lambda, lam):
     dummy = np.empty(0)
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
         for k in range(block_offsets[b], block_offsets[b + 1]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma,
-                           inv_denominator, unilateral, reset_lambda, lam, x, dummy, False, unilateral)
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam, x, dummy,
+                           False, unilateral)
     for k in range(block_offsets[n_blocks], block_offsets[n_blocks + 1]):
-        solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                       unilateral, reset_lambda, lam, x, dummy, False, unilateral)
+        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam, x, dummy, False,
+                       unilateral)
 
 
 @njit(**_JIT_SERIAL)
-def solve_distance_jacobi(x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                          unilateral, reset_lambda, lam, dx, hit_count):
+def solve_distance_jacobi(x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam, dx, hit_count):
     for k in range(vertices.shape[0]):
-        solve_distance(k, x, x_substep_start, inv_mass, vertices, rest_length, alpha_tilde, gamma, inv_denominator,
-                       unilateral, reset_lambda, lam, dx, hit_count, True)
+        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, lam, dx, hit_count,
+                       True)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -16,15 +16,15 @@ def _coefficients(kind, vertices, inv_mass, h, **params):
 
 
 def distance_serial(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam):
-    k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
-    kn.solve_distance_serial(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
-                             unilateral, False, lam)
+    k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
+                      damping_s=damping_s)
+    kn.solve_distance_serial(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, lam)
 
 
 def distance_jacobi(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam, dx, hits):
-    k = _coefficients("distance", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
-    kn.solve_distance_jacobi(x, x0, inv_mass, vertices, rest_length, k.alpha_tilde, k.gamma, k.inv_denominator,
-                             unilateral, False, lam, dx, hits)
+    k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
+                      damping_s=damping_s)
+    kn.solve_distance_jacobi(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, lam, dx, hits)
 
 
 def dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h, lam):
