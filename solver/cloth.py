@@ -191,6 +191,11 @@ class Cloth:
         """
         if self.settings.solve_mode != "colored":
             return self._sets_serial
+        return self._colored_schedule()[1]
+
+    def _colored_schedule(self):
+        """(block count, constraint sets, vertex_order, vertex_offsets) of the coloured mode, built
+        for the current block count: the sets in block order and each part's vertices."""
         n_blocks = self.parallel_blocks
         if self._colored is None or self._colored[0] != n_blocks:
             part = partition_vertices(self.rest_positions, self.inv_mass > 0.0, n_blocks)
@@ -198,15 +203,14 @@ class Cloth:
             vertex_order = np.argsort(part, kind="stable")
             vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
             self._colored = (n_blocks, sets, vertex_order, vertex_offsets)
-        return self._colored[1]
+        return self._colored
 
     def _vertex_blocks(self):
         """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
         the per-vertex steps of a substep run on the thread whose block owns the vertex."""
         if self.settings.solve_mode != "colored":
             return None
-        self.constraint_sets  # noqa: B018  (builds the schedule for the current block count)
-        return self._colored[2], self._colored[3]
+        return self._colored_schedule()[2:]
 
     @property
     def parallel_blocks(self) -> int:
