@@ -99,6 +99,21 @@ def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, 
     return True
 
 
+@njit(inline="always", **_JIT)
+def emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
+                         c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
+    """The rows staged by :func:`stage_rigid_contact` (``hit[m]``), in candidate order from row
+    ``offset``, with their proxy's radius and friction. Returns the new row count."""
+    count = offset
+    for m in range(n_cand):
+        if hit[m]:
+            k = cand_proxy[m]
+            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
+                                 res[m, 5], cloth_thickness + skin[k], res[m, 6], res[m, 7], res[m, 8], mu_s[k],
+                                 mu_k[k], c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
+    return count
+
+
 # ----------------------------------------------------------------------------------------------
 # Analytic shapes in local coordinates: signed distance, outward normal, closest surface point.
 # ----------------------------------------------------------------------------------------------
@@ -254,16 +269,10 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
                                                                 s2)
             if phi_s >= 0.0:
                 nl0, nl1, nl2, ql0, ql1, ql2 = mn0, mn1, mn2, mq0, mq1, mq2
-        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, end_pose[k], start_pose[k], nl0, nl1, nl2, ql0, ql1,
-                                     ql2, cloth_thickness + skin[k], res)
-    count = offset
-    for m in range(n_cand):
-        if hit[m]:
-            k = cand_proxy[m]
-            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
-                                 res[m, 5], cloth_thickness + skin[k], res[m, 6], res[m, 7], res[m, 8], mu_s[k],
-                                 mu_k[k], c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
-    return count
+        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2,
+                                     cloth_thickness + skin[k], res)
+    return emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
+                                c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset)
 
 
 @njit(**_JIT)

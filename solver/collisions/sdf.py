@@ -9,8 +9,7 @@ from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
-from .analytic import _world_to_local, poses_at, stage_rigid_contact
-from .contacts import emit_contact
+from .analytic import _world_to_local, emit_staged_contacts, poses_at, stage_rigid_contact
 from .geometry import point_triangle_distance
 
 
@@ -182,8 +181,8 @@ def sdf_signed_distance(points, phi, origin, spacing, out, normals):
 
 @njit(**_JIT_PARALLEL)
 def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, k, t_start, t_end, pos0, rot0, pos1,
-                     rot1, phi, origin, spacing, radius, mu_s, mu_k, hit, res, c_vertex, c_normal, c_point, c_radius,
-                     c_disp, c_mu_s, c_mu_k, offset):
+                     rot1, phi, origin, spacing, cloth_thickness, skin, mu_s, mu_k, hit, res, c_vertex, c_normal,
+                     c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """Contacts with the signed distance grid proxy k (rows from ``offset``), like the analytic ones.
 
     At the substep end the vertex's local position gives phi and the normal (normalised
@@ -215,11 +214,7 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
             if ds >= 0.0:
                 nl0, nl1, nl2 = m0, m1, m2
                 ql0, ql1, ql2 = s0 - ds * m0, s1 - ds * m1, s2 - ds * m2
-        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2, radius, res)
-    count = offset
-    for m in range(n_cand):
-        if hit[m]:
-            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
-                                 res[m, 5], radius, res[m, 6], res[m, 7], res[m, 8], mu_s, mu_k, c_vertex, c_normal,
-                                 c_point, c_radius, c_disp, c_mu_s, c_mu_k)
-    return count
+        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2,
+                                     cloth_thickness + skin[k], res)
+    return emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
+                                c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset)
