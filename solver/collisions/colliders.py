@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -72,6 +73,18 @@ class SelfCollision:
 
 def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
+
+
+class _TriangleGrid(NamedTuple):
+    """Hash grid of a mesh collider's triangle boxes (grown by ``radius``) at the frame start."""
+    lo: np.ndarray
+    hi: np.ndarray
+    cell: float
+    table: int
+    bucket: np.ndarray
+    items: np.ndarray
+    radius: float
+    extent: float  # mean largest side of the boxes
 
 
 class _MeshState:
@@ -392,14 +405,11 @@ class Colliders(ContactHandler):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""
         tris = m.mesh.triangles
         reach = float(np.mean(pad[which])) if which.any() else 0.0
+        g = m.grid
         # Any cell size gives the same lists; one near max(triangle extent, 2 reach) visits few
         # cells and few boxes. A grid is kept while the collider stands still (rebuilding it took
         # 0.65 ms a frame on bench_collisions' 5k-triangle body) and its cell is within 2x of that.
-        if m.grid is not None and m.grid[6] == radius:
-            wanted = max(m.grid[7], 2.0 * reach, 1e-6)
-            if not 0.5 * wanted <= m.grid[2] <= 2.0 * wanted:
-                m.grid = None
-        if m.grid is None or m.grid[6] != radius:
+        if g is None or g.radius != radius or not 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0:
             tlo = np.empty((tris.shape[0], 3))
             thi = np.empty((tris.shape[0], 3))
             mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
@@ -407,8 +417,8 @@ class Colliders(ContactHandler):
             cell = max(extent, 2.0 * reach, 1e-6)
             table = _next_pow2(2 * tris.shape[0])
             bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-            m.grid = (tlo, thi, cell, table, bucket, items, radius, extent)
-        tlo, thi, cell, table, bucket, items = m.grid[:6]
+            g = m.grid = _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
+        tlo, thi, cell, table, bucket, items = g.lo, g.hi, g.cell, g.table, g.bucket, g.items
         return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, tlo, thi, cell, table, bucket,
                                                   items, 32, tris, m.v0, m.center, m.rad, numba.get_num_threads())
 
@@ -470,7 +480,7 @@ class Colliders(ContactHandler):
                 count = sdf.sdf_narrow_phase(
                     x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, k,
                     t_start, t_end, self.pos0, self.rot0, self.pos1, self.rot1, g.phi, g.origin, g.spacing,
-                    self.cloth_thickness + self.skin[k], self.mu_s[k], self.mu_k[k], self._cand_hit, self._cand_res,
+                    self.cloth_thickness, self.skin, self.mu_s, self.mu_k, self._cand_hit, self._cand_res,
                     self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
                     count)
         for m in self.meshes:
