@@ -200,35 +200,31 @@ def test_analytic_and_sdf_contacts_do_not_depend_on_the_thread_count():
     """The analytic and signed-distance narrow phases run per candidate in parallel and write the
     rows in candidate order: one and two Numba threads give bit-identical trajectories on a cloth
     falling onto a moving, rotating sphere, capsule, box, plane and signed distance grid."""
-    import numba
+    from thread_counts import on_thread_counts
 
     from selvedge.solver.collisions import SDFGrid
     from selvedge.solver.mesh import uv_ellipsoid_mesh
 
-    assert numba.config.NUMBA_NUM_THREADS >= 2, "this check needs two Numba threads (NUMBA_NUM_THREADS >= 2)"
     blob_v, blob_t = uv_ellipsoid_mesh(np.array([0.1, 0.1, 0.1]), 16, 12, np.array([0.0, 0.0, 0.0]))
-    results = []
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(threads)
-            pos, faces, _ = grid_mesh(20, 20, 0.8, 0.8, origin=(-0.4, -0.4, 0.6))
-            contacts = Colliders([Sphere(0.2, name="s", position=(0, 0, 0.3)),
-                                  Capsule(0.05, 0.2, name="c", position=(-0.2, 0, 0.45)), Plane(name="p"),
-                                  Box((0.1, 0.1, 0.1), name="b", position=(0.25, 0.2, 0.4)),
-                                  SDFGrid(blob_v, blob_t, 0.01, name="g", position=(0, -0.2, 0.4))],
-                                 cloth_thickness=0.004)
-            cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), contact_handler=contacts)
-            rows = 0
-            for f in range(40):
-                q = quaternion_axis_angle((0, 0, 1), 0.05 * f)
-                contacts.set_transform("c", (-0.2, 0.01 * f, 0.45), q)
-                contacts.set_transform("g", (0.0, -0.2, 0.4 - 0.002 * f), q)
-                contacts.set_transform("b", (0.25, 0.2, 0.4), quaternion_axis_angle((1, 0, 0), 0.03 * f))
-                cloth.step()
-                rows = max(rows, contacts.diagnostics()["contacts_max"])
-            results.append(cloth.positions.copy())
-            assert rows > 50  # the cloth touched the colliders
-    finally:
-        numba.set_num_threads(before)
+
+    def run():
+        pos, faces, _ = grid_mesh(20, 20, 0.8, 0.8, origin=(-0.4, -0.4, 0.6))
+        contacts = Colliders([Sphere(0.2, name="s", position=(0, 0, 0.3)),
+                              Capsule(0.05, 0.2, name="c", position=(-0.2, 0, 0.45)), Plane(name="p"),
+                              Box((0.1, 0.1, 0.1), name="b", position=(0.25, 0.2, 0.4)),
+                              SDFGrid(blob_v, blob_t, 0.01, name="g", position=(0, -0.2, 0.4))],
+                             cloth_thickness=0.004)
+        cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), contact_handler=contacts)
+        rows = 0
+        for f in range(40):
+            q = quaternion_axis_angle((0, 0, 1), 0.05 * f)
+            contacts.set_transform("c", (-0.2, 0.01 * f, 0.45), q)
+            contacts.set_transform("g", (0.0, -0.2, 0.4 - 0.002 * f), q)
+            contacts.set_transform("b", (0.25, 0.2, 0.4), quaternion_axis_angle((1, 0, 0), 0.03 * f))
+            cloth.step()
+            rows = max(rows, contacts.diagnostics()["contacts_max"])
+        assert rows > 50  # the cloth touched the colliders
+        return cloth.positions.copy()
+
+    results = on_thread_counts(run)
     assert np.array_equal(results[0], results[1])
