@@ -238,7 +238,7 @@ class LearnedCoupling:
         k = step_coefficients(stretch, cloth.inv_mass, h, damping=False)
         for iteration in range(self.residual_iterations):
             kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, k.distance_rows, stretch.unilateral,
-                                     iteration == 0, stretch.lam, dx, hits)
+                                     iteration == 0, True, stretch.lam, dx, hits)
             kn.apply_jacobi(x, dx, hits, RESIDUAL_OMEGA)
             if cloth.contact_handler is not None:
                 cloth.contact_handler.project(x, x0, cloth.inv_mass, h)

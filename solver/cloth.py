@@ -412,7 +412,8 @@ class Cloth:
             for iteration in range(s.iterations):
                 for c in sets:
                     t0 = clock()
-                    self._project(c, h, reset_lambda=iteration == 0)
+                    self._project(c, h, reset_lambda=iteration == 0,
+                                  keep_lambda=iteration < s.iterations - 1 or sub == n_sub - 1)
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
@@ -433,10 +434,11 @@ class Cloth:
                 handler.end_substep(self.x, self.v, self.inv_mass, h)
                 tick("contacts_solve", t0)
 
-    def _project(self, c: ConstraintSet, h: float, reset_lambda: bool) -> None:
+    def _project(self, c: ConstraintSet, h: float, reset_lambda: bool, keep_lambda: bool = True) -> None:
         """One pass over one constraint set in the current solve mode.
 
         ``reset_lambda``: the substep's first pass, which starts every multiplier from 0.
+        ``keep_lambda``: store the multipliers (False for a pass whose multipliers no one reads).
         """
         mode = self.settings.solve_mode
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
@@ -453,19 +455,19 @@ class Cloth:
         else:
             args = (x, w, c.vertices, p["target"], k.alpha_tilde, k.inv_denominator)
             if mode == "serial":
-                kn.solve_soft_pin_serial(*args, reset_lambda, c.lam)
+                kn.solve_soft_pin_serial(*args, reset_lambda, keep_lambda, c.lam)
             elif mode == "colored":
-                kn.solve_soft_pin_colored(*args, reset_lambda, c.lam)
+                kn.solve_soft_pin_colored(*args, reset_lambda, keep_lambda, c.lam)
             else:
-                kn.solve_soft_pin_jacobi(*args, reset_lambda, c.lam, self._dx, self._hits)
+                kn.solve_soft_pin_jacobi(*args, reset_lambda, keep_lambda, c.lam, self._dx, self._hits)
                 kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
             return
         if mode == "serial":
-            fns[0](*args, reset_lambda, c.lam)
+            fns[0](*args, reset_lambda, keep_lambda, c.lam)
         elif mode == "colored":
-            fns[1](*args, c.block_offsets, reset_lambda, c.lam)
+            fns[1](*args, c.block_offsets, reset_lambda, keep_lambda, c.lam)
         else:
-            fns[2](*args, reset_lambda, c.lam, self._dx, self._hits)
+            fns[2](*args, reset_lambda, keep_lambda, c.lam, self._dx, self._hits)
             kn.apply_jacobi(x, self._dx, self._hits, self.settings.jacobi_omega)
 
     # ------------------------------------------------------------------------------------------

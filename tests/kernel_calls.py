@@ -18,30 +18,31 @@ def _coefficients(kind, vertices, inv_mass, h, **params):
 def distance_serial(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam):
     k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
                       damping_s=damping_s)
-    kn.solve_distance_serial(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, lam)
+    kn.solve_distance_serial(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, True, lam)
 
 
 def distance_jacobi(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam, dx, hits):
     k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
                       damping_s=damping_s)
-    kn.solve_distance_jacobi(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, lam, dx, hits)
+    kn.solve_distance_jacobi(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, True, lam, dx, hits)
 
 
 def dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h, lam):
     k = _coefficients("dihedral", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
-    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, False, lam)
+    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, False, True,
+                                  lam)
 
 
 def isometric_serial(x, x0, inv_mass, vertices, stencil, compliance, damping_s, h, lam):
     k = _coefficients("isometric", vertices, inv_mass, h, stencil=stencil, compliance=compliance,
                       damping_s=damping_s)
     kn.solve_bend_isometric_serial(x, x0, inv_mass, vertices, stencil, k.alpha_tilde, k.gamma, k.inv_denominator,
-                                   False, lam)
+                                   False, True, lam)
 
 
 def soft_pin_serial(x, inv_mass, vertex, target, compliance, h, lam):
     k = _coefficients("soft_pin", vertex, inv_mass, h, compliance=compliance)
-    kn.solve_soft_pin_serial(x, inv_mass, vertex, target, k.alpha_tilde, k.inv_denominator, False, lam)
+    kn.solve_soft_pin_serial(x, inv_mass, vertex, target, k.alpha_tilde, k.inv_denominator, False, True, lam)
 
 
 def dihedral(points):
