@@ -10,12 +10,13 @@ the body). Timings: ``contacts_broad_phase``, ``contacts_narrow_phase`` and ``co
 separately (as the Cloth times them), the elastic solve (stretch + shear + bending + tethers)
 for comparison, and the frame total.
 
-    python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64]
+    python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64] [--repeat 3]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -97,12 +98,36 @@ def main(argv=None):
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
     parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
     parser.add_argument("--grid", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the cases this many times, interleaved, then print one 'summary' line per case "
+                             "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)")
     args = parser.parse_args(argv)
     warm_up()
-    run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
-    run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True)
-    run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps, self_collision=False,
-             sdf_spacing=0.005)
+    rows = []
+    for repeat in range(1, args.repeat + 1):
+        for r in (run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
+                  + run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps,
+                             self_collision=True)
+                  + run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps,
+                             self_collision=False, sdf_spacing=0.005)):
+            r["repeat"] = repeat
+            rows.append(r)
+    if args.repeat > 1:
+        for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
+            print(json.dumps(summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])), flush=True)
+
+
+def summary_line(key, rows):
+    """Medians over the repeats of one case and phase; the contacts / elastic ratio is taken within
+    each repeat (its two figures come from the same frames)."""
+    line = {"case": key[0], "phase": key[1], "summary": True, "repeats": len(rows)}
+    for name in ("contacts_total_ms", "elastic_solve_ms", *(f"{k}_ms" for k in CONTACT_KEYS)):
+        line[name] = round(statistics.median(r[name] for r in rows), 3)
+    ratios = [r["contacts_total_ms"] / r["elastic_solve_ms"] for r in rows]
+    line["contacts_over_elastic"] = round(statistics.median(ratios), 2)
+    line["contacts_over_elastic_runs"] = [round(v, 2) for v in ratios]
+    line["contacts_cheaper_than_elastic"] = line["contacts_over_elastic"] < 1.0
+    return line
 
 
 if __name__ == "__main__":
