@@ -413,19 +413,26 @@ def test_tumbling_cloth_conserves_energy_to_first_order():
 # ----------------------------------------------------------------------------------------------
 # Diagnostics.
 # ----------------------------------------------------------------------------------------------
-def test_diagnostics_counts_residuals_and_timings():
-    nx, ny = 10, 10
-    pos, faces, uv = grid_mesh(nx, ny, 0.5, 0.5, plane="xz")
+def soft_curtain(compliance, settings, options=None):
+    """A 0.5 m, 10 x 10 curtain hanging from its pinned top row, stretch and shear compliance
+    ``compliance`` (m/N) for every grain, air drag 3/s; returns (cloth, top row indices)."""
+    pos, faces, uv = grid_mesh(10, 10, 0.5, 0.5, plane="xz")
     top = np.flatnonzero(np.isclose(pos[:, 2], 0.5))
     pins = np.zeros(len(pos))
     pins[top] = 1.0
+    material = Material(air_drag_per_s=3.0, stretch_compliance_warp=compliance, stretch_compliance_weft=compliance,
+                        stretch_compliance_bias=compliance, shear_compliance=compliance)
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=material, settings=settings,
+                  options=options)
+    return cloth, top
+
+
+def test_diagnostics_counts_residuals_and_timings():
+    nx, ny = 10, 10
     # The softest stretch slider value (alpha = 1e-2 m/N for every grain) so that 50 Gauss-Seidel iterations
     # converge each substep: with the stiff default, XPBD needs hundreds (residual stays ~C).
     soft = 1e-2
-    material = Material(air_drag_per_s=3.0, stretch_compliance_warp=soft, stretch_compliance_weft=soft,
-                        stretch_compliance_bias=soft, shear_compliance=soft)
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=material,
-                  settings=SolverSettings(substeps=10, iterations=50))
+    cloth, _ = soft_curtain(soft, SolverSettings(substeps=10, iterations=50))
     for _ in range(100):
         diag = cloth.step()
     # Counts of a triangulated nx x ny grid, by hand: edges = rows + columns + one diagonal per quad;
@@ -494,16 +501,8 @@ def test_stored_multipliers_carry_the_weight_to_the_pins(iterations):
     vertices get from the constraints to undo gravity each substep, the pins get back). Catches
     multipliers that are not the last substep's own (with one iteration the solver stores them in
     the frame's last substep only)."""
-    pos, faces, uv = grid_mesh(10, 10, 0.5, 0.5, plane="xz")
-    top = np.flatnonzero(np.isclose(pos[:, 2], 0.5))
-    pins = np.zeros(len(pos))
-    pins[top] = 1.0
-    soft = 1e-3
-    material = Material(air_drag_per_s=3.0, stretch_compliance_warp=soft, stretch_compliance_weft=soft,
-                        stretch_compliance_bias=soft, shear_compliance=soft)
     settings = SolverSettings(substeps=10, iterations=iterations)
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=material, settings=settings,
-                  options=ClothOptions(bending_model="isometric"))
+    cloth, top = soft_curtain(1e-3, settings, ClothOptions(bending_model="isometric"))
     for _ in range(120):
         cloth.step()
     weight = float(cloth.mass[cloth.inv_mass > 0].sum()) * G
