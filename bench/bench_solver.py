@@ -279,7 +279,7 @@ def main(argv=None) -> int:
                 print(json.dumps(line), flush=True)
     for n in sizes:
         summary = targets_line(n, [r for r in results if r["vertices"] == n * n and "error" not in r])
-        if len(summary) > 2:
+        if summary["repeats"]:  # some serial or colored2 run of this grid finished
             print(json.dumps(summary), flush=True)
     if not args.no_jit:
         print(json.dumps(jit_line()), flush=True)

@@ -9,8 +9,9 @@ predicted path ``x + v t + a t^2 / 2`` (``a`` its velocity change over the last 
 ``max_acceleration``) grown by ``broad_phase_margin_m + |a| dt^2 / 8 + 0.05 |v| dt`` and the
 collider's motion; each vertex collects the triangles within that capsule (uniform hash grid
 of the triangles, exact segment-triangle distance; in parallel chunks of vertices), sorted
-nearest first, built ``LIST_SLACK_M`` wider than needed, and keeps an earlier frame's list while
-its new capsule lies inside the old one.
+nearest first (a vertex that moves less than ``LIST_SLACK_M`` a frame gets a list that much
+wider than needed), and keeps an earlier frame's list while its new capsule lies inside the old
+one.
 
 Per substep (``begin_substep``): narrow phase on those candidates only, with the colliders
 placed at the substep end (position lerped, rotation slerped inside the frame; mesh vertices
@@ -341,8 +342,9 @@ class Colliders(ContactHandler):
 
         Vertex i moves along the segment [x_i, seg_end_i] give or take ``pad_i`` (see
         :func:`mesh_kernels.vertex_travel_segments`) and the collider moves at most ``motion``: its
-        list holds every triangle within ``r_built = pad + motion + LIST_SLACK_M + radius`` of
-        that segment (collider at the frame start), sorted nearest first. A list built in an
+        list holds every triangle within ``r_built = pad + motion + slack + radius`` of that
+        segment (collider at the frame start; slack ``LIST_SLACK_M`` for a vertex whose segment is
+        shorter than it, else 0), sorted nearest first. A list built in an
         earlier frame is kept while this frame's capsule lies inside the old one shrunk by the
         collider's motion since (see :func:`mesh_kernels.mesh_keep_lists`). A vertex pushed off its
         segment further than the capsule allows (a contact deflected it) is caught in the
