@@ -178,6 +178,61 @@ def test_closest_point_on_triangle_matches_dense_sampling():
         assert exact >= sampled - spacing / k
 
 
+def _segment_triangle_distance_by_search(p, q, tri):
+    """Reference: the point-triangle distance is convex along the segment (the distance to a
+    convex set), so a ternary search over the segment parameter finds its minimum."""
+    from selvedge.solver.collisions import geometry
+
+    def at(s):
+        x = p + s * (q - p)
+        return geometry.point_triangle_distance(*x, *tri[0], *tri[1], *tri[2])
+
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        m1, m2 = lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0
+        if at(m1) <= at(m2):
+            hi = m2
+        else:
+            lo = m1
+    return min(at(0.5 * (lo + hi)), at(0.0), at(1.0))
+
+
+def test_segment_triangle_distance_and_plane_gap_against_a_search_along_the_segment():
+    """The exact segment-triangle distance (ends, crossing point, edge pairs) and the cheap lower
+    bound the broad phase lists with (the nearer end's distance to the triangle's plane when the
+    segment does not cross it) against a ternary search of the point-triangle distance along the
+    segment, over random segments, segments crossing the face and segments above it (where the
+    bound is the distance itself)."""
+    from selvedge.solver.collisions import geometry
+    rng = np.random.default_rng(11)
+    tight = 0
+    for k in range(300):
+        tri = rng.normal(size=(3, 3))
+        if k % 3 == 0:  # above the face, parallel-ish to it: the gap is the distance
+            normal = np.cross(tri[1] - tri[0], tri[2] - tri[0])
+            normal /= np.linalg.norm(normal)
+            inside = np.array([0.2, 0.3, 0.5]) @ tri, np.array([0.4, 0.4, 0.2]) @ tri
+            h = rng.uniform(0.01, 0.5)
+            p, q = inside[0] + h * normal, inside[1] + (h + rng.uniform(0, 0.1)) * normal
+        elif k % 3 == 1:  # crossing the face
+            c = np.array([0.3, 0.3, 0.4]) @ tri
+            d = rng.normal(size=3)
+            p, q = c - d, c + d
+        else:
+            p, q = rng.normal(size=3) * 2.0, rng.normal(size=3) * 2.0
+        reference = _segment_triangle_distance_by_search(p, q, tri)
+        exact = geometry.segment_triangle_distance(*p, *q, *tri[0], *tri[1], *tri[2])
+        gap = geometry.segment_plane_gap(*p, *q, *tri[0], *tri[1], *tri[2])
+        assert exact == pytest.approx(reference, abs=1e-9)
+        assert gap <= reference + 1e-12
+        if k % 3 == 0:
+            assert gap == pytest.approx(reference, abs=1e-9)
+            tight += 1
+        if k % 3 == 1:
+            assert gap == 0.0 and reference < 1e-9
+    assert tight == 100
+
+
 def test_slerp_is_constant_speed_and_matches_axis_angle():
     """Inside the frame a rotation from 0 to 120 degrees about z is at 120 t degrees at fraction t."""
     from selvedge.solver.collisions import Box, Colliders
@@ -448,8 +503,10 @@ def test_candidate_query_in_parallel_chunks_gives_the_serial_lists():
         for a, b in zip(runs[0], other):
             assert np.array_equal(a, b)
     for i in np.flatnonzero(active)[::7]:
-        listed = set(cand[offsets[i]:offsets[i + 1]].tolist())
+        listed = cand[offsets[i]:offsets[i + 1]]
         exact = np.array([segment_triangle_distance(*seg_a[i], *seg_b[i], *verts[a], *verts[b], *verts[c])
                           for a, b, c in tris])
-        assert set(np.flatnonzero(exact <= pad[i] + radius).tolist()) <= listed
+        assert set(np.flatnonzero(exact <= pad[i] + radius).tolist()) <= set(listed.tolist())
+        # d0 is a lower bound of each listed triangle's distance to the segment (the scans stop on it)
+        assert np.all(d0[offsets[i]:offsets[i + 1]] <= exact[listed] + 1e-12)
     assert all(offsets[i] == offsets[i + 1] for i in np.flatnonzero(~active))

@@ -8,7 +8,7 @@ start, middle and end). Mesh colliders use a tighter capsule per vertex: the cho
 predicted path ``x + v t + a t^2 / 2`` (``a`` its velocity change over the last frame, at most
 ``max_acceleration``) grown by ``broad_phase_margin_m + |a| dt^2 / 8 + 0.05 |v| dt`` and the
 collider's motion; each vertex collects the triangles within that capsule (uniform hash grid
-of the triangles, exact segment-triangle distance; in parallel chunks of vertices), sorted
+of the triangles, a lower bound of the segment-triangle distance; in parallel chunks of vertices), sorted
 nearest first (a vertex that moves less than ``LIST_SLACK_M`` a frame gets a list that much
 wider than needed), and keeps an earlier frame's list while its new capsule lies inside the old
 one.

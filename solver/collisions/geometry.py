@@ -79,6 +79,28 @@ def point_segment_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2):
 
 
 @njit(inline="always", **_JIT)
+def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """A lower bound of the distance between the segment [p, q] and the triangle abc: the
+    distance of the nearer end to the triangle's plane when both ends are on the same side,
+    else 0 (0 for a degenerate triangle). Every point of the segment is at least that far from
+    the plane, every point of the triangle is in it; about 30 flops against ~200 for the exact
+    :func:`segment_triangle_distance`, and equal to it for a segment above the face."""
+    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
+    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
+    n0 = e1 * f2 - e2 * f1
+    n1 = e2 * f0 - e0 * f2
+    n2 = e0 * f1 - e1 * f0
+    length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    if length < 1e-300:
+        return 0.0
+    sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
+    sq = n0 * (q0 - a0) + n1 * (q1 - a1) + n2 * (q2 - a2)
+    if sp * sq <= 0.0:
+        return 0.0
+    return min(abs(sp), abs(sq)) / length
+
+
+@njit(inline="always", **_JIT)
 def segment_segment_distance(p0, p1, p2, q0, q1, q2, r0, r1, r2, s0, s1, s2):
     """Distance between the segments [p, q] and [r, s] (Ericson 5.1.9)."""
     d10, d11, d12 = q0 - p0, q1 - p1, q2 - p2
