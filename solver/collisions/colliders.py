@@ -8,10 +8,10 @@ start, middle and end). Mesh colliders use a tighter capsule per vertex: the cho
 predicted path ``x + v t + a t^2 / 2`` (``a`` its velocity change over the last frame, at most
 ``max_acceleration``) grown by ``broad_phase_margin_m + |a| dt^2 / 8 + 0.05 |v| dt`` and the
 collider's motion; each vertex collects the triangles within that capsule (uniform hash grid
-of the triangles, a lower bound of the segment-triangle distance; in parallel chunks of vertices), sorted
-nearest first (a vertex that moves less than ``LIST_SLACK_M`` a frame gets a list that much
-wider than needed), and keeps an earlier frame's list while its new capsule lies inside the old
-one.
+of the triangles, a lower bound of the segment-triangle distance; in parallel chunks of
+vertices), sorted nearest first (a vertex that moves less than ``LIST_SLACK_M`` a frame gets a
+list that much wider than needed), and keeps an earlier frame's list while its new capsule lies
+inside the old one.
 
 Per substep (``begin_substep``): narrow phase on those candidates only, with the colliders
 placed at the substep end (position lerped, rotation slerped inside the frame; mesh vertices
@@ -286,9 +286,9 @@ class Colliders(ContactHandler):
             self._cand_res = np.zeros((n * k, 9))
         self._n_cand = 0
         if k:
-            self._n_cand = analytic.analytic_broad_phase(x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind,
-                                                   self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin,
-                                                   self.bound, self._cand_vertex, self._cand_proxy)
+            self._n_cand = analytic.analytic_broad_phase(
+                x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind, self.dims, self.pos0, self.rot0,
+                self.pos1, self.rot1, self.skin, self.bound, self._cand_vertex, self._cand_proxy)
         mesh_cand = 0
         if self.meshes:
             self._frame_dt = frame_dt
@@ -581,8 +581,8 @@ class Colliders(ContactHandler):
         """(P, K) signed distance of points to the analytic proxies' shapes (skin not included) at frame fraction t."""
         pts = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
         out = np.empty((pts.shape[0], self.kind.shape[0]))
-        analytic.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1,
-                                    out)
+        analytic.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1,
+                                          self.rot1, out)
         for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
             p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))
             local = _rotate(np.array([q[0], -q[1], -q[2], -q[3]]), pts - p)

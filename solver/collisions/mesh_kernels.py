@@ -286,7 +286,7 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
     for a short one (half length under half the reach) ``|midpoint - triangle| - half length``.
     A bound is all its users need (a superset is kept, and every list bound stays valid); the
     exact segment-triangle distance kept 2 % fewer of a landing frame's 121,000 candidates and
-    made the broad phase 15 % slower (7.2-7.4 against 8.3-9.3 ms a frame, two interleaved runs).
+    made the broad phase 15 % slower (8.3-9.3 against 7.0-7.9 ms a frame, four interleaved runs).
     ``center`` / ``rad``: the triangles' bounding spheres at ``v0`` (cheap rejection). One pass
     per vertex (hash query, filter and sort fused), in ``chunks`` runs of consecutive
     vertices with equal numbers of active ones, in parallel, each with its own buffers, then
