@@ -55,13 +55,17 @@ def closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
 
 
 @njit(inline="always", **_JIT)
-def triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2):
-    """Unit normal of abc (right hand), or zeros when degenerate."""
+def triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """(b - a) x (c - a): the normal of abc (right hand) scaled by twice its area."""
     e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
     f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
-    n0 = e1 * f2 - e2 * f1
-    n1 = e2 * f0 - e0 * f2
-    n2 = e0 * f1 - e1 * f0
+    return e1 * f2 - e2 * f1, e2 * f0 - e0 * f2, e0 * f1 - e1 * f0
+
+
+@njit(inline="always", **_JIT)
+def triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """Unit normal of abc (right hand), or zeros when degenerate."""
+    n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
     length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if length < 1e-300:
         return 0.0, 0.0, 0.0
@@ -85,11 +89,7 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
     else 0 (0 for a degenerate triangle). Every point of the segment is at least that far from
     the plane, every point of the triangle is in it; about 30 flops against ~200 for the exact
     :func:`segment_triangle_distance`, and equal to it for a segment above the face."""
-    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
-    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
-    n0 = e1 * f2 - e2 * f1
-    n1 = e2 * f0 - e0 * f2
-    n2 = e0 * f1 - e1 * f0
+    n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
     length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if length < 1e-300:
         return 0.0
@@ -157,11 +157,7 @@ def segment_triangle_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0
     if (q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2 <= 1e-30:
         return d
     d = min(d, point_triangle_distance(q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2))
-    e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
-    f0, f1, f2 = c0 - a0, c1 - a1, c2 - a2
-    n0 = e1 * f2 - e2 * f1
-    n1 = e2 * f0 - e0 * f2
-    n2 = e0 * f1 - e1 * f0
+    n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
     sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
     sq = n0 * (q0 - a0) + n1 * (q1 - a1) + n2 * (q2 - a2)
     if sp * sq <= 0.0 and sp != sq:
