@@ -364,6 +364,27 @@ def test_narrow_phase_caches_skip_work_without_changing_the_contacts():
 
 
 
+def test_narrow_phase_bounds_outlive_a_frame_but_not_a_retried_one():
+    """The clearance and nearest-triangle bounds are about the whole mesh, with the collider's
+    motion counted since they were taken, so a finished frame hands them to the next (a resting
+    cloth is not scanned afresh every frame); a frame begun again before it ended (the Cloth
+    retries a failed frame from its start) must not use bounds taken later in the failed attempt:
+    every vertex is scanned again."""
+    body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
+    pos, faces, _ = grid_mesh(16, 16, 0.8, 0.8, origin=(-0.4, -0.4, 0.25 + 0.03))
+    contacts = Colliders([TriangleMesh(body_v, body_t, name="ball")], cloth_thickness=0.004)
+    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
+    for _ in range(3):
+        cloth.step()
+    m = contacts.meshes[0]
+    kept = (m.clear >= 0.0).sum(), (m.near_t >= 0).sum()
+    contacts.begin_frame(cloth.x, cloth.v, cloth.inv_mass, 1.0 / 24.0)  # the next frame: bounds kept
+    assert kept[0] > 100 and kept[1] > 20
+    assert (m.clear >= 0.0).sum() == kept[0] and (m.near_t >= 0).sum() == kept[1]
+    contacts.begin_frame(cloth.x, cloth.v, cloth.inv_mass, 1.0 / 24.0)  # begun again: a retry
+    assert (m.clear < 0.0).all() and (m.near_t < 0).all()
+
+
 def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_moves(monkeypatch):
     """The triangle grid of a mesh collider is built again only when its vertices change: a ball that
     stands still for 12 frames, slides for 12 and stands again builds it once per moving frame plus

@@ -112,12 +112,12 @@ class _MeshState:
         self.base_shift = np.zeros(0)
         self.rebuilt = 0
         self.lost = np.zeros(0, dtype=np.bool_)
-        self.clear = np.zeros(0)  # clearance cache of the narrow phase (reset to -1 every frame)
+        self.clear = np.zeros(0)  # clearance cache of the narrow phase (-1: scan; reset on a jump or a retry)
         self.clear_pos = np.zeros((0, 3))
-        self.clear_t = np.zeros(0)
+        self.clear_mark = np.zeros(0)
         self.path = np.zeros(0)
         self.path_prev = np.zeros((0, 3))
-        self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset every frame)
+        self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset with clear)
         self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
         self.rad = np.zeros(0)
 
@@ -192,6 +192,7 @@ class Colliders(ContactHandler):
             self._self_tris = tris
         self._self_ready_n = -1
 
+        self._frame_open = False
         self._seg_end = np.zeros((0, 3))
         self._active = np.zeros(0, dtype=np.bool_)
         self._frame_dt = 0.0
@@ -254,6 +255,7 @@ class Colliders(ContactHandler):
             m.seg_a = np.zeros((0, 3))  # a jump is not a bounded motion: rebuild every candidate list
 
     def end_frame(self) -> None:
+        self._frame_open = False
         self.pos0[:] = self.pos1
         self.rot0[:] = self.rot1
         for m in self.meshes:
@@ -309,6 +311,7 @@ class Colliders(ContactHandler):
             self._alloc_contacts(2 * capacity)
         if self._self_tris is not None and self._self_ready_n != n:
             self._prepare_self(x)
+        self._frame_open = True  # until end_frame: a frame begun again before it is a retry
         self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
                        "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
                        "mesh_scans_skipped": 0, "mesh_scans_cached": 0,
@@ -400,10 +403,11 @@ class Colliders(ContactHandler):
             m.first = np.zeros(n, dtype=np.int64)
             m.stop = np.zeros(n, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
-        m.clear[:] = -1.0  # the collider's new frame motion: scan every vertex once again
+        if first or self._frame_open:  # a jump (new lists from scratch) or a retried frame: scan every vertex
+            m.clear[:] = -1.0
+            m.near_t[:] = -1
         m.path = np.zeros(n)  # path length of each vertex since the frame start (or a clean scan)
         m.path_prev = x.copy()
-        m.near_t[:] = -1
         m.side = np.ones(n)
         mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift,
                                                m.mesh.triangles, m.v0, m.v1, m.center, m.rad, m.mesh.one_sided,
@@ -500,11 +504,11 @@ class Colliders(ContactHandler):
                 m.res = np.zeros((x_predicted.shape[0], 9))
                 m.clear = np.full(x_predicted.shape[0], -1.0)
                 m.clear_pos = np.zeros((x_predicted.shape[0], 3))
-                m.clear_t = np.zeros(x_predicted.shape[0])
+                m.clear_mark = np.zeros(x_predicted.shape[0])
                 m.near_t = np.full(x_predicted.shape[0], -1, dtype=np.int64)
                 m.near_other = np.zeros(x_predicted.shape[0])
                 m.near_pos = np.zeros((x_predicted.shape[0], 3))
-                m.near_time = np.zeros(x_predicted.shape[0])
+                m.near_mark = np.zeros(x_predicted.shape[0])
                 m.from_cache = np.zeros(x_predicted.shape[0], dtype=np.bool_)
             if not self.use_clearance_cache:
                 m.clear[:] = -1.0
@@ -515,7 +519,8 @@ class Colliders(ContactHandler):
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
-                    m.clear_t, m.near_t, m.near_other, m.near_pos, m.near_time, m.from_cache, self.c_vertex,
+                    m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
+                    self.c_vertex,
                     self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped

@@ -424,8 +424,8 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
 @njit(**_JIT_PARALLEL)
 def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0,
                                tris, v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center,
-                               rad, lost, only_lost, hit, res, clear, clear_pos, clear_t, near_t, near_other, near_pos,
-                               near_time, from_cache,
+                               rad, lost, only_lost, hit, res, clear, clear_pos, clear_mark, near_t, near_other,
+                               near_pos, near_mark, motion_before, from_cache,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
@@ -451,27 +451,31 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     over the surface (a landing frame of bench_collisions measured 15,000 closest points a substep
     with the path from the frame start).
     Clearance cache (conservative advancement): ``clear[i]`` is a lower bound of the vertex's
-    distance to the surface when it stood at ``clear_pos[i]`` at frame time ``clear_t[i]``; the
-    distance can since have shrunk by at most ``|x - clear_pos| + motion (t_end - clear_t)``. While
-    that bound stays beyond contact reach (2 radius + travel) the vertex cannot touch nor have
-    crossed the surface, and the scan is skipped: a falling cloth scans only the vertices about to
-    land. ``clear < 0`` forces a scan (the caller resets it every frame).
+    distance to the surface when it stood at ``clear_pos[i]``, when the collider's motion bound
+    summed since the first frame was ``clear_mark[i]`` (now: ``motion_before + motion t_end``,
+    ``motion_before`` the sum over the frames done); the distance can since have shrunk by at
+    most ``|x - clear_pos| + now - clear_mark``. While that bound stays beyond contact reach
+    (2 radius + travel) the vertex cannot touch nor have crossed the surface, and the scan is
+    skipped: a falling cloth scans only the vertices about to land. The bounds are about the
+    whole mesh, not a list, so they outlive a frame and a rebuilt list. ``clear < 0`` forces a
+    scan (the caller resets it when the collider jumps or a frame is retried).
     Nearest-triangle cache: after a scan, ``near_t[i]`` is the closest triangle and
     ``near_other[i]`` a lower bound of the distance to every other triangle of the mesh (listed:
     measured or bounded in the scan; unlisted: ``r_built - dev``), both for the vertex at
-    ``near_pos[i]`` at frame time ``near_time[i]``. At a later substep that bound has shrunk by
-    at most the vertex's displacement from there plus the collider's motion since; while the
+    ``near_pos[i]`` at the motion mark ``near_mark[i]``. Later that bound has shrunk by at most
+    the vertex's displacement from there plus the collider's motion since; while the
     cached triangle is still strictly nearer than it, it is the closest triangle and the only one
     measured (a vertex resting on
     the surface would otherwise measure the 4-6 triangles around its contact point every
     substep). The result is the scan's (on a tie, a closest point on an edge two triangles share,
     the scan may name the other triangle: the contact differs by rounding). ``near_t < 0`` forces
-    a scan (reset every frame).
+    a scan (reset with ``clear``).
     Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
     count of vertices whose scan the clearance cache skipped, count answered by the nearest-triangle
     cache; ``from_cache`` is per-vertex scratch).
     """
     n = x_pred.shape[0]
+    now = motion_before + motion * t_end
     for i in prange(n):
         if only_lost and not lost[i]:
             continue  # the result of the previous pass stands
@@ -488,7 +492,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
         if clear[i] >= 0.0:
             bound = clear[i] - math.sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
-                                         + (p2 - clear_pos[i, 2]) ** 2) - motion * (t_end - clear_t[i])
+                                         + (p2 - clear_pos[i, 2]) ** 2) - (now - clear_mark[i])
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
                 continue
@@ -505,7 +509,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         if stop[i] > first[i]:
             if near_t[i] >= 0:
                 other = near_other[i] - math.sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
-                                                  + (p2 - near_pos[i, 2]) ** 2) - motion * (t_end - near_time[i])
+                                                  + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
                 t = near_t[i]
                 a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
                 b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
@@ -537,14 +541,14 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         clear_pos[i, 0] = p0
         clear_pos[i, 1] = p1
         clear_pos[i, 2] = p2
-        clear_t[i] = t_end
+        clear_mark[i] = now
         if not cached:  # a new anchor (a cached pass keeps the old one: the bound through it is tighter)
             near_t[i] = best_t
             near_other[i] = min(lower, outside)
             near_pos[i, 0] = p0
             near_pos[i, 1] = p1
             near_pos[i, 2] = p2
-            near_time[i] = t_end
+            near_mark[i] = now
         if best_t < 0:
             if outside >= limit:  # no triangle in reach: clean here
                 path[i] = 0.0
