@@ -1,5 +1,5 @@
 """Closest points and distances between points, segments and triangles (Ericson, Real-Time
-Collision Detection 5.1.5 and 5.1.9), shared by the mesh collider and self-collision.
+Collision Detection 5.1.2 and 5.1.5), shared by the mesh collider and self-collision.
 """
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
     distance of the nearer end to the triangle's plane when both ends are on the same side,
     else 0 (0 for a degenerate triangle). Every point of the segment is at least that far from
     the plane, every point of the triangle is in it; about 30 flops against ~200 for the exact
-    :func:`segment_triangle_distance`, and equal to it for a segment above the face."""
+    distance (ends, crossing point, three edge pairs), and equal to it for a segment above the
+    face."""
     n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
     length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if length < 1e-300:
@@ -101,70 +102,7 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
 
 
 @njit(inline="always", **_JIT)
-def segment_segment_distance(p0, p1, p2, q0, q1, q2, r0, r1, r2, s0, s1, s2):
-    """Distance between the segments [p, q] and [r, s] (Ericson 5.1.9)."""
-    d10, d11, d12 = q0 - p0, q1 - p1, q2 - p2
-    d20, d21, d22 = s0 - r0, s1 - r1, s2 - r2
-    e0, e1, e2 = p0 - r0, p1 - r1, p2 - r2
-    a = d10 * d10 + d11 * d11 + d12 * d12
-    e = d20 * d20 + d21 * d21 + d22 * d22
-    f = d20 * e0 + d21 * e1 + d22 * e2
-    if a <= 1e-30 and e <= 1e-30:
-        return math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-    if a <= 1e-30:
-        sc = 0.0
-        tc = min(max(f / e, 0.0), 1.0)
-    else:
-        c = d10 * e0 + d11 * e1 + d12 * e2
-        if e <= 1e-30:
-            tc = 0.0
-            sc = min(max(-c / a, 0.0), 1.0)
-        else:
-            b = d10 * d20 + d11 * d21 + d12 * d22
-            denom = a * e - b * b
-            sc = 0.0
-            if denom > 0.0:
-                sc = min(max((b * f - c * e) / denom, 0.0), 1.0)
-            tc = (b * sc + f) / e
-            if tc < 0.0:
-                tc = 0.0
-                sc = min(max(-c / a, 0.0), 1.0)
-            elif tc > 1.0:
-                tc = 1.0
-                sc = min(max((b - c) / a, 0.0), 1.0)
-    x0 = p0 + sc * d10 - (r0 + tc * d20)
-    x1 = p1 + sc * d11 - (r1 + tc * d21)
-    x2 = p2 + sc * d12 - (r2 + tc * d22)
-    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
-
-
-@njit(inline="always", **_JIT)
 def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
     u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
     return math.sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
                      + (p2 - u * a2 - v * b2 - w * c2) ** 2)
-
-
-@njit(inline="always", **_JIT)
-def segment_triangle_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
-    """Distance between the segment [p, q] and the triangle abc.
-
-    Both are convex: they intersect (the point where the segment crosses the triangle's plane
-    lies in the triangle: distance 0), or a closest pair has a segment end point or a point of
-    a triangle edge, so the minimum over those cases is exact.
-    """
-    d = point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    if (q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2 <= 1e-30:
-        return d
-    d = min(d, point_triangle_distance(q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2))
-    n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
-    sq = n0 * (q0 - a0) + n1 * (q1 - a1) + n2 * (q2 - a2)
-    if sp * sq <= 0.0 and sp != sq:
-        t = sp / (sp - sq)
-        d = min(d, point_triangle_distance(p0 + t * (q0 - p0), p1 + t * (q1 - p1), p2 + t * (q2 - p2), a0, a1, a2,
-                                           b0, b1, b2, c0, c1, c2))
-    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2))
-    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, b0, b1, b2, c0, c1, c2))
-    d = min(d, segment_segment_distance(p0, p1, p2, q0, q1, q2, c0, c1, c2, a0, a1, a2))
-    return d
