@@ -125,6 +125,9 @@ class Cloth:
         if self.soft_pin_index.size:
             soft_set = build_soft_pins(self.soft_pin_index, pins[self.soft_pin_index], self.options.soft_pin_compliance)
             soft_set.params["target"] = rest[self.soft_pin_index].copy()
+            # which entry of soft_pin_index (and of the per-frame targets) each goal belongs to:
+            # the sweep orders and the coloured schedule reorder the set's rows
+            soft_set.params["slot"] = np.arange(self.soft_pin_index.size, dtype=np.int64)
             sets.append(soft_set)
         sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
         if self.kinematic_index.size:
@@ -391,7 +394,8 @@ class Cloth:
             else:
                 kn.predict_positions_blocks(*predict_args, *blocks)
             if soft_set is not None:
-                kn.interpolate_targets(self._soft_prev, soft_end, t_end, soft_set.params["target"])
+                kn.interpolate_targets(self._soft_prev, soft_end, soft_set.params["slot"], t_end,
+                                       soft_set.params["target"])
             tick("predict", t0)
             if check_phases:
                 self._check("prediction", sub, h)

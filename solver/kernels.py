@@ -586,10 +586,13 @@ def predict_positions_blocks(x, v, inv_mass, gravity, extra_acceleration, air_dr
 
 
 @njit(**_JIT)
-def interpolate_targets(start, end, t, out):
-    for k in range(start.shape[0]):
+def interpolate_targets(start, end, slot, t, out):
+    """Goal k at fraction t of the frame: ``out[k] = lerp(start[slot[k]], end[slot[k]], t)``
+    (the goals are in solve order, the targets in the caller's order)."""
+    for k in range(slot.shape[0]):
+        s = slot[k]
         for d in range(3):
-            out[k, d] = start[k, d] + t * (end[k, d] - start[k, d])
+            out[k, d] = start[s, d] + t * (end[s, d] - start[s, d])
 
 
 @njit(**_JIT)
