@@ -112,6 +112,7 @@ def run_case(solver, n: int, label: str, args) -> dict:
         if mode == "colored":
             line["blocks"] = {c.name: np.diff(c.block_offsets).tolist() for c in cloth.constraint_sets}
             line["numba_threads"] = numba.get_num_threads()
+            line["one_region_per_frame"] = cloth._fused is not None  # solver/fused.py
         diags = []
         t_start = time.perf_counter()
         cpu_start = time.process_time()

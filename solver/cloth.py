@@ -22,6 +22,9 @@ from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, di
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
 from .hooks import AccelerationHook, ContactHandler, ProposalHook
+from ._team import FUSED_SUPPORTED
+from .fused import MAX_CONSTRAINTS as FUSED_MAX_CONSTRAINTS
+from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
 from .settings import ClothOptions, SolverSettings
@@ -136,6 +139,10 @@ class Cloth:
         sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
         self._colored: tuple | None = None
+        self._fused: FusedSchedule | None = None
+        #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
+        #: False forces the per-phase path (same bits; for comparisons)
+        self.fused_frames = True
 
         self.contact_handler = contact_handler
         self.acceleration_hook = acceleration_hook
@@ -205,8 +212,25 @@ class Cloth:
             sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
             vertex_order = np.argsort(part, kind="stable")
             vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
-            self._colored = (n_blocks, sets, vertex_order, vertex_offsets)
-        return self._colored
+            self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part)
+        return self._colored[:4]
+
+    def _fused_schedule(self) -> FusedSchedule | None:
+        """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
+        take the per-phase path: another mode, a contact handler or a learned hook (Python calls
+        between the phases), a CPU without the time-stamp counter the phase timings read, or a
+        cloth large enough that the regions' start-up does not matter (:data:`fused.MAX_CONSTRAINTS`)."""
+        if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
+                or self.constraint_count > FUSED_MAX_CONSTRAINTS
+                or self.contact_handler is not None or self.acceleration_hook is not None
+                or self.proposal_hook is not None):
+            return None
+        n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
+        key = (self.settings.substeps, self.settings.iterations, n_blocks)
+        if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
+            self._fused = FusedSchedule(sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index,
+                                        *key[:2])
+        return self._fused
 
     def _vertex_blocks(self):
         """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
@@ -372,6 +396,10 @@ class Cloth:
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
             tick("contacts_broad_phase", t0)
         soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
+        fused = None if check_phases else self._fused_schedule()
+        if fused is not None:
+            run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
+            return
         blocks = self._vertex_blocks()
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub

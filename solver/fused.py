@@ -1,0 +1,353 @@
+"""The coloured solve of a whole frame in one parallel region.
+
+The coloured mode (``kernels.*_colored``) opens a parallel region per constraint set, plus the
+prediction and the velocity update: ~6 a substep, ~120 a frame at 20 substeps. Each costs the
+dispatch from Python and waking the other thread (10-25 us measured on the 2-core machine),
+which on a 32 x 32 sheet is as long as the work itself: two threads ran it 1.0-1.4x as fast as
+one. Here the frame is a list of work items in solve order (a block's prediction, a block's
+sweep over one constraint set, the constraints crossing a cut, a block's velocity update),
+cut into steps: every item of a step waits until all items of the steps before have finished,
+exactly the order of the separate regions, so the result is the same bits. The threads of
+one region claim items with an atomic counter and wait for a step with an atomic count of
+finished items (:mod:`._team`): a thread that finds no other running does every item itself,
+so a region can never wait on a thread that does not come.
+
+Used for frames with no contact handler and no learned hooks (their Python calls sit between
+the phases), on x86-64 (the phase timings read the time-stamp counter), for cloths of at most
+:data:`MAX_CONSTRAINTS` constraints: there the regions' start-up is a large share of the frame.
+Measured (2 threads, interleaved, ms a frame): 32 x 32 2.5-3.0 against 3.7-6.1 per phase (serial
+4.0-4.5); 64 x 64 12.3-19.4 against 13.0-19.4, faster in each of 6 pairs; 128 x 128 no gain
+(48-53 against 48-62), the isometric bending sweep compiled into the frame a little slower than
+in its own kernel (18-21 against 16-20 ms). Everything else takes the per-phase path in
+:meth:`Cloth._run_frame`.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from . import kernels as kn
+from ._team import (atomic_add, atomic_read, call_void, compare_exchange, cycle_counter, spin_pause,
+                    yield_function_address)
+from .kernels import _JIT, _JIT_PARALLEL, _JIT_SERIAL
+
+PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
+#: Constraint count up to which a coloured frame runs as one region (a 64 x 64 sheet has 32,000).
+MAX_CONSTRAINTS = 50_000
+_YIELD_ADDRESS = yield_function_address()
+
+
+class FusedSchedule:
+    """The work items of one frame for a coloured cloth, and the arrays its kernel reads.
+
+    Built once per (substeps, iterations, block count); ``rows(h)`` concatenates the distance
+    sets' per-substep coefficients, kept until h changes.
+    """
+
+    def __init__(self, sets, vertex_order, vertex_offsets, part, kinematic_index, n_sub, iterations):
+        n_blocks = vertex_offsets.shape[0] - 1
+        self.key = (n_sub, iterations, n_blocks)
+        self.sets = sets
+        self.phase_names = ["predict"] + [c.name for c in sets] + ["velocity"]
+        self.vertex_order = vertex_order
+        owner = part[kinematic_index]
+        self.kin_order = np.argsort(owner, kind="stable").astype(np.int64)
+        self.kin_offsets = np.searchsorted(owner[self.kin_order], np.arange(n_blocks + 1)).astype(np.int64)
+
+        distance = [c for c in sets if c.kind == "distance"]
+        starts = np.cumsum([0] + [c.count for c in distance])
+        self._distance = distance
+        self._distance_start = {id(c): int(s) for c, s in zip(distance, starts)}
+        self.d_vertices = (np.ascontiguousarray(np.concatenate([c.vertices for c in distance]), dtype=np.int32)
+                           if distance else np.zeros((0, 2), np.int32))
+        self.d_lam = np.zeros(int(starts[-1]))
+        self._rows_h = math.nan
+        self._rows = np.zeros((0, 4))
+
+        steps: list[tuple[int, list[tuple[int, int, int, int]]]] = []  # (phase, items (kind, a, b, flag))
+        predict = [(PREDICT, int(vertex_offsets[b]), int(vertex_offsets[b + 1]), b) for b in range(n_blocks)]
+        velocity = [(VELOCITY, int(vertex_offsets[b]), int(vertex_offsets[b + 1]), b) for b in range(n_blocks)]
+        item_sub, item_iter, item_step, items, step_phase, item_owner = [], [], [], [], [], []
+
+        def add_step(phase, step_items, sub, iteration):
+            step_items = [it for it in step_items if it[2] > it[1] or it[0] == PREDICT]
+            if not step_items:
+                return
+            step_phase.append(phase)
+            for owner, it in enumerate(step_items):
+                items.append(it)
+                item_owner.append(owner)
+                item_sub.append(sub)
+                item_iter.append(iteration)
+                item_step.append(len(step_phase) - 1)
+
+        for sub in range(n_sub):
+            add_step(0, predict, sub, 0)
+            for iteration in range(iterations):
+                for phase, c in enumerate(sets, start=1):
+                    for step_items in self._set_steps(c, n_blocks):
+                        add_step(phase, step_items, sub, iteration)
+            add_step(len(sets) + 1, velocity, sub, 0)
+        table = np.array(items, dtype=np.int64).reshape(-1, 4)
+        self.item_kind, self.item_a, self.item_b, self.item_flag = (np.ascontiguousarray(table[:, k])
+                                                                    for k in range(4))
+        self.item_owner = np.array(item_owner, dtype=np.int64)
+        self.item_sub = np.array(item_sub, dtype=np.int64)
+        self.item_iter = np.array(item_iter, dtype=np.int64)
+        item_step = np.array(item_step, dtype=np.int64)
+        self.step_first = np.searchsorted(item_step, np.arange(len(step_phase))).astype(np.int64)
+        self.item_wait = self.step_first[item_step]
+        self.step_phase = np.array(step_phase, dtype=np.int64)
+        self.item_end = np.zeros(len(items), dtype=np.int64)
+        self.counters = np.zeros(2, dtype=np.int64)
+
+    def _set_steps(self, c, n_blocks):
+        """Steps of one pass over set c: its blocks side by side, then the constraints crossing a cut
+        (soft pins: one goal per vertex, so all in one step, split evenly)."""
+        off = c.block_offsets
+        if c.kind == "soft_pin":
+            cuts = np.linspace(0, c.count, n_blocks + 1).astype(np.int64)
+            return [[(SOFT_PIN, int(cuts[b]), int(cuts[b + 1]), 0) for b in range(n_blocks)]]
+        kind = {"distance": DISTANCE, "dihedral": DIHEDRAL, "isometric": ISOMETRIC}[c.kind]
+        base = self._distance_start.get(id(c), 0)
+        flag = int(c.unilateral)
+        blocks = [(kind, base + int(off[b]), base + int(off[b + 1]), flag) for b in range(n_blocks)]
+        return [blocks, [(kind, base + int(off[n_blocks]), base + int(off[n_blocks + 1]), flag)]]
+
+    def rows(self, h, inv_mass):
+        """The distance sets' ``distance_rows`` for substeps of h, concatenated in set order."""
+        if h != self._rows_h:
+            parts = [c.coefficients(h, inv_mass).distance_rows for c in self._distance]
+            self._rows = np.ascontiguousarray(np.concatenate(parts)) if parts else np.zeros((0, 4))
+            self._rows_h = h
+        return self._rows
+
+    def store_multipliers(self):
+        """Copy the frame's distance multipliers back to their sets (the diagnostics read them)."""
+        for c in self._distance:
+            a = self._distance_start[id(c)]
+            c.lam[:] = self.d_lam[a:a + c.count]
+
+    def phase_seconds(self, start_tick, wall_s):
+        """Seconds per phase name: each step lasts from the end of the step before (the region's
+        start for the first) to the end of its last item, counted in time-stamp ticks and scaled so
+        that the phases add up to the call's wall-clock time."""
+        step_end = np.maximum.reduceat(self.item_end, self.step_first)
+        ticks = np.diff(np.concatenate(([start_tick], step_end))).astype(np.float64)
+        per_phase = np.bincount(self.step_phase, weights=ticks, minlength=len(self.phase_names))
+        total = per_phase.sum()
+        scale = wall_s / total if total > 0 else 0.0
+        return {name: float(t * scale) for name, t in zip(self.phase_names, per_phase)}
+
+
+#: Time-stamp ticks (~1 ms at 2-4 GHz) a thread waits for the rest of the team to arrive: an
+#: idle worker thread sleeps between regions and takes 0.05-0.3 ms to wake up.
+JOIN_TICKS = 3_000_000
+#: Ticks (~20 us) a thread spins for a step to finish before it yields its time slice at every
+#: further check: on a busy machine the thread it waits for may be off its core, and spinning
+#: would keep it off.
+SPIN_TICKS = 60_000
+_CLOSED = 1 << 40
+
+
+@njit(inline="always", **_JIT)
+def _join_team(counters, n_threads):
+    """(rank, team size) of the calling thread; rank -1: the team was closed without it.
+
+    ``counters[0]`` counts arrivals. A thread that has waited :data:`JOIN_TICKS` for the
+    others closes the team (adds ``_CLOSED``) with those that came: a thread that never comes
+    (a back end running the region's iterations one after the other) cannot hold the frame up.
+    """
+    rank = -1
+    while True:
+        k = atomic_read(counters, 0)
+        if k >= n_threads:
+            break
+        if compare_exchange(counters, 0, k, k + 1) == k:
+            rank = k
+            break
+    if rank < 0:
+        return -1, 1
+    start = cycle_counter()
+    while True:
+        k = atomic_read(counters, 0)
+        if k == n_threads:
+            return rank, n_threads
+        if k >= _CLOSED:
+            return rank, k - _CLOSED
+        if cycle_counter() - start > JOIN_TICKS:
+            compare_exchange(counters, 0, k, k + _CLOSED)
+        else:
+            spin_pause()
+
+
+@njit(inline="always", **_JIT)
+def _wait_for(counters, finished, yield_address):
+    """Wait until ``counters[1]`` (items finished) reaches ``finished``."""
+    if atomic_read(counters, 1) >= finished:
+        return
+    start = cycle_counter()
+    while atomic_read(counters, 1) < finished:
+        if yield_address != 0 and cycle_counter() - start > SPIN_TICKS:
+            call_void(yield_address)
+        else:
+            spin_pause()
+
+
+# One item each: the loops of the coloured drivers over a range, compiled as functions of their
+# own (the frame calls them; inlined, the frame took 19 s more to compile).
+@njit(**_JIT_SERIAL)
+def _predict_range(a, b, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind, vertex_order,
+                   kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end, soft_start, soft_end,
+                   soft_slot, soft_target):
+    """Block ``block``'s prediction, then its kinematic vertices at ``t_end`` (block 0 also
+    interpolates the soft-pin targets): ``kernels.predict_positions_blocks`` for one block."""
+    no_extra = np.zeros((0, 3))
+    for k in range(a, b):
+        kn._predict_vertex(vertex_order[k], x, v, inv_mass, gravity, no_extra, False, decay, wind, h, x_substep_start)
+    for q in range(kin_offsets[block], kin_offsets[block + 1]):
+        k = kin_order[q]
+        i = kinematic_index[k]
+        for d in range(3):
+            x[i, d] = kinematic_start[k, d] + t_end * (kinematic_end[k, d] - kinematic_start[k, d])
+    if block == 0:
+        kn.interpolate_targets(soft_start, soft_end, soft_slot, t_end, soft_target)
+
+
+@njit(**_JIT_SERIAL)
+def _distance_range(a, b, unilateral, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, rows, lam):
+    dummy = np.empty(0)
+    for k in range(a, b):
+        kn.solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam,
+                          x, dummy, False, unilateral)
+
+
+@njit(**_JIT_SERIAL)
+def _dihedral_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin,
+                    alpha_tilde, gamma, lam):
+    dummy = np.empty(0)
+    for k in range(a, b):
+        kn.solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
+                               reset_lambda, keep_lambda, lam, x, dummy, False)
+
+
+@njit(**_JIT_SERIAL)
+def _isometric_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde,
+                     gamma, inv_denominator, lam):
+    kn._sweep_bend_isometric(a, b, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
+                             inv_denominator, reset_lambda, keep_lambda, lam)
+
+
+@njit(**_JIT_SERIAL)
+def _soft_pin_range(a, b, reset_lambda, keep_lambda, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, lam):
+    dummy = np.empty(0)
+    for k in range(a, b):
+        kn.solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda,
+                          lam, x, dummy, False)
+
+
+@njit(**_JIT_SERIAL)
+def _velocity_range(a, b, h, x, x_substep_start, v, vertex_order):
+    inv_h = 1.0 / h
+    for k in range(a, b):
+        i = vertex_order[k]
+        for d in range(3):
+            v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
+
+
+@njit(**_JIT_PARALLEL)
+def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, item_a, item_b, item_flag, item_sub,
+                  item_iter, item_wait, item_end, n_sub, iterations, h, x, v, inv_mass, x_substep_start, gravity,
+                  air_drag_per_s, wind,
+                  vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end,
+                  soft_start, soft_end, soft_slot, soft_target,
+                  d_vertices, d_rows, d_lam,
+                  dh_vertices, dh_rest_cos, dh_rest_sin, dh_alpha_tilde, dh_gamma, dh_lam,
+                  iso_vertices, iso_stencil, iso_alpha_tilde, iso_gamma, iso_inv_denominator, iso_lam,
+                  sp_vertex, sp_alpha_tilde, sp_inv_denominator, sp_lam):
+    """Every substep of one frame: the work items in order, each after all items of the steps
+    before it (see the module docstring). Per item the same kernel bodies as the coloured drivers
+    (``kernels.solve_*``, ``_predict_vertex``), so the same arithmetic. Returns the time-stamp
+    count at the start; ``item_end`` gets each item's at its end."""
+    decay = math.exp(-air_drag_per_s * h)
+    n_items = item_kind.shape[0]
+    counters[0] = 0
+    counters[1] = 0
+    start = cycle_counter()
+    for _ in prange(n_threads):
+        rank, size = _join_team(counters, n_threads)
+        for g in range(n_items):
+            if rank < 0 or item_owner[g] % size != rank:
+                continue
+            _wait_for(counters, item_wait[g], yield_address)
+            kind, a, b, sub = item_kind[g], item_a[g], item_b[g], item_sub[g]
+            t_end = (sub + 1) / n_sub
+            reset_lambda = item_iter[g] == 0
+            keep_lambda = item_iter[g] < iterations - 1 or sub == n_sub - 1
+            if kind == PREDICT:
+                _predict_range(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind,
+                               vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end,
+                               soft_start, soft_end, soft_slot, soft_target)
+            elif kind == DISTANCE:
+                _distance_range(a, b, item_flag[g] == 1, reset_lambda, keep_lambda, x, x_substep_start, inv_mass,
+                                d_vertices, d_rows, d_lam)
+            elif kind == DIHEDRAL:
+                _dihedral_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, dh_vertices,
+                                dh_rest_cos, dh_rest_sin, dh_alpha_tilde, dh_gamma, dh_lam)
+            elif kind == ISOMETRIC:
+                _isometric_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, iso_vertices,
+                                 iso_stencil, iso_alpha_tilde, iso_gamma, iso_inv_denominator, iso_lam)
+            elif kind == SOFT_PIN:
+                _soft_pin_range(a, b, reset_lambda, keep_lambda, x, inv_mass, sp_vertex, soft_target, sp_alpha_tilde,
+                                sp_inv_denominator, sp_lam)
+            else:
+                _velocity_range(a, b, h, x, x_substep_start, v, vertex_order)
+            item_end[g] = cycle_counter()
+            atomic_add(counters, 1, 1)
+    return start
+
+
+def run_colored_frame(cloth, schedule: FusedSchedule, h, gravity, wind, kinematic_end, soft_end, timings,
+                      n_threads: int | None = None) -> None:
+    """One frame of ``cloth`` through :func:`colored_frame`; adds the phase times to ``timings``.
+    ``n_threads``: the team size asked for (default: Numba's thread count)."""
+    w = cloth.inv_mass
+    by_kind = {c.kind: c for c in schedule.sets}
+    dh = by_kind.get("dihedral")
+    iso = by_kind.get("isometric")
+    sp = by_kind.get("soft_pin")
+    empty2, empty1, empty_i4 = np.zeros((0, 3)), np.zeros(0), np.zeros((0, 4), np.int32)
+    if dh is not None:
+        k = dh.coefficients(h, w)
+        dh_args = (dh.vertices, dh.params["rest_cos"], dh.params["rest_sin"], k.alpha_tilde, k.gamma, dh.lam)
+    else:
+        dh_args = (empty_i4, empty1, empty1, empty1, empty1, empty1)
+    if iso is not None:
+        k = iso.coefficients(h, w)
+        iso_args = (iso.vertices, iso.params["stencil"], k.alpha_tilde, k.gamma, k.inv_denominator, iso.lam)
+    else:
+        iso_args = (empty_i4, np.zeros((0, 4)), empty1, empty1, empty1, np.zeros((0, 3)))
+    if sp is not None:
+        k = sp.coefficients(h, w)
+        soft_args = (cloth._soft_prev, soft_end, sp.params["slot"], sp.params["target"])
+        sp_args = (sp.vertices, k.alpha_tilde, k.inv_denominator, sp.lam)
+    else:
+        soft_args = (empty2, empty2, np.zeros(0, np.int64), empty2)
+        sp_args = (np.zeros(0, np.int32), empty1, empty1, empty1)
+    s = schedule
+    n_sub, iterations, _ = s.key
+    t0 = time.perf_counter()
+    start = colored_frame(n_threads or numba.get_num_threads(), _YIELD_ADDRESS, s.counters, s.item_owner, s.item_kind,
+                          s.item_a, s.item_b, s.item_flag, s.item_sub, s.item_iter, s.item_wait, s.item_end, n_sub,
+                          iterations, h, cloth.x, cloth.v,
+                          w, cloth._x_substep_start, gravity, cloth.material.air_drag_per_s, wind, s.vertex_order,
+                          cloth.kinematic_index, s.kin_order, s.kin_offsets, cloth._target_prev, kinematic_end,
+                          *soft_args, s.d_vertices, s.rows(h, w), s.d_lam, *dh_args, *iso_args, *sp_args)
+    wall = time.perf_counter() - t0
+    s.store_multipliers()
+    for name, seconds in s.phase_seconds(start, wall).items():
+        timings[name] = timings.get(name, 0.0) + seconds

@@ -1,0 +1,104 @@
+"""The coloured frame in one parallel region (solver/fused.py) against the per-phase coloured path.
+
+Both run the same kernel bodies in the same order, so they must agree to the bit, whatever the
+team of threads that turns up; and the team's atomics must count every claim exactly once.
+"""
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+import pytest
+from numba import njit, prange
+
+import selvedge.solver.cloth as cloth_module
+from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh
+from selvedge.solver._team import FUSED_SUPPORTED, atomic_add
+from selvedge.solver.fused import MAX_CONSTRAINTS, run_colored_frame
+
+pytestmark = pytest.mark.skipif(not FUSED_SUPPORTED, reason="the fused frame is built for x86-64 only")
+
+
+@njit(parallel=True)
+def _claim_items(n_threads, n_items, counter, claimed_by):
+    """Each thread claims items with atomic_add until none are left, as the fused frame does."""
+    for t in prange(n_threads):
+        while True:
+            g = atomic_add(counter, 0, 1)
+            if g >= n_items:
+                break
+            claimed_by[g] += t + 1
+
+
+def test_atomic_add_hands_out_every_item_exactly_once_to_two_threads():
+    assert numba.get_num_threads() >= 2
+    counter = np.zeros(1, dtype=np.int64)
+    claimed_by = np.zeros(2_000_000, dtype=np.int64)
+    _claim_items(2, claimed_by.size, counter, claimed_by)
+    # a lost or doubled update would leave an item unclaimed (0) or claimed twice (2 + 1 or more)
+    assert set(np.unique(claimed_by).tolist()) <= {1, 2}
+    assert counter[0] == claimed_by.size + 2  # one failed claim per thread ends its loop
+
+
+def _sheet(n=20, **options):
+    pos, faces, uv = grid_mesh(n, n, 1.0, 1.0, origin=(0.0, 0.0, 1.0))
+    pins = np.zeros(len(pos))
+    pins[[(n - 1) * n, n * n - 1]] = 1.0  # two hard corners that move
+    pins[[n // 2, 3 * n + 5, n * n // 2]] = 0.7  # soft pins, reordered by the sweep
+    return pos, faces, uv, pins
+
+
+def _run(fused, bending, iterations, frames=15, threads=2, monkeypatch=None, team=None):
+    pos, faces, uv, pins = _sheet()
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, options=ClothOptions(bending_model=bending),
+                  settings=SolverSettings(solve_mode="colored", threads=threads, substeps=6, iterations=iterations))
+    cloth.fused_frames = fused
+    if team is not None:
+        monkeypatch.setattr(cloth_module, "run_colored_frame", functools.partial(run_colored_frame, n_threads=team))
+    for f in range(frames):
+        targets = pos + np.array([0.02 * np.sin(0.3 * f), 0.0, 0.01 * f])
+        cloth.step(pin_targets=targets)
+    assert (cloth._fused is not None) == fused  # the path under test was the one taken
+    return cloth
+
+
+@pytest.mark.parametrize("bending", ["isometric", "dihedral", "cross_edge"])
+@pytest.mark.parametrize("iterations", [1, 2])
+def test_fused_frame_is_bit_identical_to_the_per_phase_path(bending, iterations):
+    a = _run(True, bending, iterations)
+    b = _run(False, bending, iterations)
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
+    for sa, sb in zip(a.constraint_sets, b.constraint_sets):
+        assert np.array_equal(sa.lam, sb.lam), sa.name  # the multipliers the diagnostics read
+    assert np.abs(a.x - a.rest_positions).max() > 0.05  # the sheet did move
+
+
+@pytest.mark.parametrize("team", [1, 3])
+def test_a_team_of_any_size_gives_the_same_frame(team, monkeypatch):
+    # team=3 on 2 Numba threads: the third member never comes; the two that do close the team
+    # after the join wait and share its items. team=1: one thread does everything.
+    a = _run(True, "isometric", 1, frames=4, monkeypatch=monkeypatch, team=team)
+    b = _run(False, "isometric", 1, frames=4)
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
+
+
+def test_fused_phase_timings_cover_the_frame():
+    cloth = _run(True, "isometric", 1, frames=3)
+    t = cloth.last_diagnostics.timings_ms
+    phases = ["predict", "stretch", "shear", "bend", "tether", "soft_pin", "velocity"]
+    assert all(t[p] > 0.0 for p in phases), t
+    inside = sum(t[p] for p in phases)
+    assert 0.5 * t["total"] < inside <= t["total"], (inside, t["total"])
+
+
+def test_large_cloths_and_contact_scenes_take_the_per_phase_path():
+    n = int(np.sqrt(MAX_CONSTRAINTS / 7)) + 8  # ~7.5 constraints per vertex on a sheet
+    pos, faces, _ = grid_mesh(n, n, 1.0, 1.0)
+    big = Cloth(pos, faces, settings=SolverSettings(solve_mode="colored", threads=2))
+    assert big.constraint_count > MAX_CONSTRAINTS and big._fused_schedule() is None
+    pos, faces, _, pins = _sheet()
+    small = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=2))
+    assert small._fused_schedule() is not None
+    small.acceleration_hook = lambda x, v, h, t: None
+    assert small._fused_schedule() is None
