@@ -198,17 +198,14 @@ def _wait_for(counters, finished, yield_address):
             spin_pause()
 
 
-# One item each: the loops of the coloured drivers over a range, compiled as functions of their
-# own (the frame calls them; inlined, the frame took 19 s more to compile).
 @njit(**_JIT_SERIAL)
-def _predict_range(a, b, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind, vertex_order,
+def _predict_block(first, stop, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind, vertex_order,
                    kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end, soft_start, soft_end,
                    soft_slot, soft_target):
     """Block ``block``'s prediction, then its kinematic vertices at ``t_end`` (block 0 also
     interpolates the soft-pin targets): ``kernels.predict_positions_blocks`` for one block."""
-    no_extra = np.zeros((0, 3))
-    for k in range(a, b):
-        kn._predict_vertex(vertex_order[k], x, v, inv_mass, gravity, no_extra, False, decay, wind, h, x_substep_start)
+    kn.predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, np.zeros((0, 3)), False, decay, wind,
+                            h, x_substep_start)
     for q in range(kin_offsets[block], kin_offsets[block + 1]):
         k = kin_order[q]
         i = kinematic_index[k]
@@ -216,47 +213,6 @@ def _predict_range(a, b, block, t_end, decay, h, x, v, inv_mass, x_substep_start
             x[i, d] = kinematic_start[k, d] + t_end * (kinematic_end[k, d] - kinematic_start[k, d])
     if block == 0:
         kn.interpolate_targets(soft_start, soft_end, soft_slot, t_end, soft_target)
-
-
-@njit(**_JIT_SERIAL)
-def _distance_range(a, b, unilateral, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, rows, lam):
-    dummy = np.empty(0)
-    for k in range(a, b):
-        kn.solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam,
-                          x, dummy, False, unilateral)
-
-
-@njit(**_JIT_SERIAL)
-def _dihedral_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin,
-                    alpha_tilde, gamma, lam):
-    dummy = np.empty(0)
-    for k in range(a, b):
-        kn.solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                               reset_lambda, keep_lambda, lam, x, dummy, False)
-
-
-@njit(**_JIT_SERIAL)
-def _isometric_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde,
-                     gamma, inv_denominator, lam):
-    kn._sweep_bend_isometric(a, b, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                             inv_denominator, reset_lambda, keep_lambda, lam)
-
-
-@njit(**_JIT_SERIAL)
-def _soft_pin_range(a, b, reset_lambda, keep_lambda, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, lam):
-    dummy = np.empty(0)
-    for k in range(a, b):
-        kn.solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda,
-                          lam, x, dummy, False)
-
-
-@njit(**_JIT_SERIAL)
-def _velocity_range(a, b, h, x, x_substep_start, v, vertex_order):
-    inv_h = 1.0 / h
-    for k in range(a, b):
-        i = vertex_order[k]
-        for d in range(3):
-            v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
 
 
 @njit(**_JIT_PARALLEL)
@@ -289,23 +245,23 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
             reset_lambda = item_iter[g] == 0
             keep_lambda = item_iter[g] < iterations - 1 or sub == n_sub - 1
             if kind == PREDICT:
-                _predict_range(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind,
+                _predict_block(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind,
                                vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end,
                                soft_start, soft_end, soft_slot, soft_target)
             elif kind == DISTANCE:
-                _distance_range(a, b, item_flag[g] == 1, reset_lambda, keep_lambda, x, x_substep_start, inv_mass,
-                                d_vertices, d_rows, d_lam)
+                kn.sweep_distance(a, b, x, x_substep_start, inv_mass, d_vertices, d_rows, item_flag[g] == 1,
+                                  reset_lambda, keep_lambda, d_lam)
             elif kind == DIHEDRAL:
-                _dihedral_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, dh_vertices,
-                                dh_rest_cos, dh_rest_sin, dh_alpha_tilde, dh_gamma, dh_lam)
+                kn.sweep_bend_dihedral(a, b, x, x_substep_start, inv_mass, dh_vertices, dh_rest_cos, dh_rest_sin,
+                                       dh_alpha_tilde, dh_gamma, reset_lambda, keep_lambda, dh_lam)
             elif kind == ISOMETRIC:
-                _isometric_range(a, b, reset_lambda, keep_lambda, x, x_substep_start, inv_mass, iso_vertices,
-                                 iso_stencil, iso_alpha_tilde, iso_gamma, iso_inv_denominator, iso_lam)
+                kn.sweep_bend_isometric(a, b, x, x_substep_start, inv_mass, iso_vertices, iso_stencil, iso_alpha_tilde,
+                                        iso_gamma, iso_inv_denominator, reset_lambda, keep_lambda, iso_lam)
             elif kind == SOFT_PIN:
-                _soft_pin_range(a, b, reset_lambda, keep_lambda, x, inv_mass, sp_vertex, soft_target, sp_alpha_tilde,
-                                sp_inv_denominator, sp_lam)
+                kn.sweep_soft_pin(a, b, x, inv_mass, sp_vertex, soft_target, sp_alpha_tilde, sp_inv_denominator,
+                                  reset_lambda, keep_lambda, sp_lam)
             else:
-                _velocity_range(a, b, h, x, x_substep_start, v, vertex_order)
+                kn.velocity_range(a, b, vertex_order, x, x_substep_start, h, v)
             item_end[g] = cycle_counter()
             atomic_add(counters, 1, 1)
     return start

@@ -168,18 +168,30 @@ def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rows, unilater
                            dummy, False, False)
 
 
+@njit(**_JIT_SERIAL)
+def sweep_distance(first, stop, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda,
+                   lam):
+    """Gauss-Seidel over constraints ``first .. stop - 1``: one block of the coloured schedule.
+
+    Like every ``sweep_*`` here it loops over views of its range from index 0: from a run-time
+    start, Numba keeps its negative-index wrap-around on every access (isometric bending of
+    64 x 64: 320 against 265 us a pass)."""
+    dummy = np.empty(0)
+    vertices, rows, lam = vertices[first:stop], rows[first:stop], lam[first:stop]
+    for k in range(stop - first):
+        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam, x,
+                       dummy, False, unilateral)
+
+
 @njit(**_JIT_PARALLEL)
 def solve_distance_colored(x, x_substep_start, inv_mass, vertices, rows, unilateral, block_offsets, reset_lambda,
                            keep_lambda, lam):
-    dummy = np.empty(0)
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        for k in range(block_offsets[b], block_offsets[b + 1]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda,
-                           lam, x, dummy, False, unilateral)
-    for k in range(block_offsets[n_blocks], block_offsets[n_blocks + 1]):
-        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam, x,
-                       dummy, False, unilateral)
+        sweep_distance(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, rows,
+                       unilateral, reset_lambda, keep_lambda, lam)
+    sweep_distance(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices, rows,
+                   unilateral, reset_lambda, keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
@@ -223,6 +235,18 @@ def solve_soft_pin(k, x_read, inv_mass, vertex, target, alpha_tilde, inv_denomin
 def solve_soft_pin_serial(x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam):
     dummy = np.empty(0)
     for k in range(vertex.shape[0]):
+        solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
+                       x, dummy, False)
+
+
+@njit(**_JIT_SERIAL)
+def sweep_soft_pin(first, stop, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda,
+                   lam):
+    """Goals ``first .. stop - 1`` (see :func:`sweep_distance`)."""
+    dummy = np.empty(0)
+    vertex, target, alpha_tilde = vertex[first:stop], target[first:stop], alpha_tilde[first:stop]
+    inv_denominator, lam = inv_denominator[first:stop], lam[first:stop]
+    for k in range(stop - first):
         solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
                        x, dummy, False)
 
@@ -401,18 +425,27 @@ def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_cos,
                             reset_lambda, keep_lambda, lam, x, dummy, False)
 
 
+@njit(**_JIT_SERIAL)
+def sweep_bend_dihedral(first, stop, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
+                        reset_lambda, keep_lambda, lam):
+    """Hinges ``first .. stop - 1`` (see :func:`sweep_distance`)."""
+    dummy = np.empty(0)
+    vertices, rest_cos, rest_sin = vertices[first:stop], rest_cos[first:stop], rest_sin[first:stop]
+    alpha_tilde, gamma, lam = alpha_tilde[first:stop], gamma[first:stop], lam[first:stop]
+    for k in range(stop - first):
+        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
+                            reset_lambda, keep_lambda, lam, x, dummy, False)
+
+
 @njit(**_JIT_PARALLEL)
 def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
                                 block_offsets, reset_lambda, keep_lambda, lam):
-    dummy = np.empty(0)
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        for k in range(block_offsets[b], block_offsets[b + 1]):
-            solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                                reset_lambda, keep_lambda, lam, x, dummy, False)
-    for k in range(block_offsets[n_blocks], block_offsets[n_blocks + 1]):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                            reset_lambda, keep_lambda, lam, x, dummy, False)
+        sweep_bend_dihedral(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, rest_cos,
+                            rest_sin, alpha_tilde, gamma, reset_lambda, keep_lambda, lam)
+    sweep_bend_dihedral(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices,
+                        rest_cos, rest_sin, alpha_tilde, gamma, reset_lambda, keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
@@ -505,15 +538,24 @@ def solve_bend_isometric_serial(x, x_substep_start, inv_mass, vertices, stencil,
                           inv_denominator, reset_lambda, keep_lambda, lam)
 
 
+@njit(**_JIT_SERIAL)
+def sweep_bend_isometric(first, stop, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
+                         inv_denominator, reset_lambda, keep_lambda, lam):
+    """Hinges ``first .. stop - 1`` (see :func:`sweep_distance`)."""
+    _sweep_bend_isometric(0, stop - first, x, x_substep_start, inv_mass, vertices[first:stop], stencil[first:stop],
+                          alpha_tilde[first:stop], gamma[first:stop], inv_denominator[first:stop], reset_lambda,
+                          keep_lambda, lam[first:stop])
+
+
 @njit(**_JIT_PARALLEL)
 def solve_bend_isometric_colored(x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
                                  inv_denominator, block_offsets, reset_lambda, keep_lambda, lam):
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        _sweep_bend_isometric(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, stencil,
-                              alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
-    _sweep_bend_isometric(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices,
-                          stencil, alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
+        sweep_bend_isometric(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, stencil,
+                             alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
+    sweep_bend_isometric(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices,
+                         stencil, alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
@@ -579,10 +621,19 @@ def predict_positions_blocks(x, v, inv_mass, gravity, extra_acceleration, air_dr
     decay = math.exp(-air_drag_per_s * h)
     has_extra = extra_acceleration.shape[0] == x.shape[0]
     for b in prange(vertex_offsets.shape[0] - 1):
-        for k in range(vertex_offsets[b], vertex_offsets[b + 1]):
-            _predict_vertex(vertex_order[k], x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h,
-                            x_substep_start)
+        predict_vertex_range(vertex_offsets[b], vertex_offsets[b + 1], vertex_order, x, v, inv_mass, gravity,
+                             extra_acceleration, has_extra, decay, wind, h, x_substep_start)
     _place_kinematic(x, kinematic_index, kinematic_start, kinematic_end, t_end)
+
+
+@njit(**_JIT_SERIAL)
+def predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, extra_acceleration, has_extra, decay,
+                         wind, h, x_substep_start):
+    """The prediction of vertices ``vertex_order[first:stop]`` (one block)."""
+    order = vertex_order[first:stop]
+    for k in range(stop - first):
+        _predict_vertex(order[k], x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h,
+                        x_substep_start)
 
 
 @njit(**_JIT)
@@ -620,12 +671,19 @@ def update_velocities(x, x_substep_start, h, v):
 def update_velocities_blocks(x, x_substep_start, h, v, vertex_order, vertex_offsets):
     """:func:`update_velocities` with each block's vertices on the thread that owns them (see
     :func:`predict_positions_blocks`)."""
-    inv_h = 1.0 / h
     for b in prange(vertex_offsets.shape[0] - 1):
-        for k in range(vertex_offsets[b], vertex_offsets[b + 1]):
-            i = vertex_order[k]
-            for d in range(3):
-                v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
+        velocity_range(vertex_offsets[b], vertex_offsets[b + 1], vertex_order, x, x_substep_start, h, v)
+
+
+@njit(**_JIT_SERIAL)
+def velocity_range(first, stop, vertex_order, x, x_substep_start, h, v):
+    """:func:`update_velocities` for vertices ``vertex_order[first:stop]`` (one block)."""
+    inv_h = 1.0 / h
+    order = vertex_order[first:stop]
+    for k in range(stop - first):
+        i = order[k]
+        for d in range(3):
+            v[i, d] = (x[i, d] - x_substep_start[i, d]) * inv_h
 
 
 @njit(**_JIT)
