@@ -23,7 +23,6 @@ from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, di
 from .errors import ClothInputError, SimulationError
 from .hooks import AccelerationHook, ContactHandler, ProposalHook
 from ._team import FUSED_SUPPORTED
-from .fused import MAX_CONSTRAINTS as FUSED_MAX_CONSTRAINTS
 from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
@@ -218,10 +217,8 @@ class Cloth:
     def _fused_schedule(self) -> FusedSchedule | None:
         """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
-        between the phases), a CPU without the time-stamp counter the phase timings read, or a
-        cloth large enough that the regions' start-up does not matter (:data:`fused.MAX_CONSTRAINTS`)."""
+        between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
-                or self.constraint_count > FUSED_MAX_CONSTRAINTS
                 or self.contact_handler is not None or self.acceleration_hook is not None
                 or self.proposal_hook is not None):
             return None

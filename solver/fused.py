@@ -7,19 +7,19 @@ which on a 32 x 32 sheet is as long as the work itself: two threads ran it 1.0-1
 one. Here the frame is a list of work items in solve order (a block's prediction, a block's
 sweep over one constraint set, the constraints crossing a cut, a block's velocity update),
 cut into steps: every item of a step waits until all items of the steps before have finished,
-exactly the order of the separate regions, so the result is the same bits. The threads of
-one region claim items with an atomic counter and wait for a step with an atomic count of
-finished items (:mod:`._team`): a thread that finds no other running does every item itself,
-so a region can never wait on a thread that does not come.
+exactly the order of the separate regions, so the result is the same bits. Block b's items
+belong to the team member of rank b (mod the team size), so a block's vertices stay in one
+core's cache (items claimed first come, first served swapped blocks between the threads and ran
+slower than serial); a member waits for a step on an atomic count of finished items
+(:mod:`._team`). The team is whoever arrives within ~1 ms (:data:`JOIN_TICKS`): the members
+present then close it and share the items of one that never comes, so a region cannot wait on
+a thread that does not run.
 
 Used for frames with no contact handler and no learned hooks (their Python calls sit between
-the phases), on x86-64 (the phase timings read the time-stamp counter), for cloths of at most
-:data:`MAX_CONSTRAINTS` constraints: there the regions' start-up is a large share of the frame.
-Measured (2 threads, interleaved, ms a frame): 32 x 32 2.5-3.0 against 3.7-6.1 per phase (serial
-4.0-4.5); 64 x 64 12.3-19.4 against 13.0-19.4, faster in each of 6 pairs; 128 x 128 no gain
-(48-53 against 48-62), the isometric bending sweep compiled into the frame a little slower than
-in its own kernel (18-21 against 16-20 ms). Everything else takes the per-phase path in
-:meth:`Cloth._run_frame`.
+the phases), on x86-64 (the phase timings read the time-stamp counter); everything else takes
+the per-phase path in :meth:`Cloth._run_frame`. Measured (bench_solver, 2 threads against
+serial, medians of 3): 32 x 32 1.29x -> 1.44x, 64 x 64 1.30x -> 1.58x; on 128-317 as fast as the
+per-phase regions (within the run-to-run spread).
 """
 from __future__ import annotations
 
@@ -36,8 +36,6 @@ from ._team import (atomic_add, atomic_read, call_void, compare_exchange, cycle_
 from .kernels import _JIT, _JIT_PARALLEL, _JIT_SERIAL
 
 PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
-#: Constraint count up to which a coloured frame runs as one region (a 64 x 64 sheet has 32,000).
-MAX_CONSTRAINTS = 50_000
 _YIELD_ADDRESS = yield_function_address()
 
 
@@ -198,14 +196,18 @@ def _wait_for(counters, finished, yield_address):
             spin_pause()
 
 
-@njit(**_JIT_SERIAL)
-def _predict_block(first, stop, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind, vertex_order,
-                   kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end, soft_start, soft_end,
-                   soft_slot, soft_target):
+@njit(**_JIT)
+def _predict_block(first, stop, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, no_extra, wind,
+                   vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end, soft_start,
+                   soft_end, soft_slot, soft_target):
     """Block ``block``'s prediction, then its kinematic vertices at ``t_end`` (block 0 also
-    interpolates the soft-pin targets): ``kernels.predict_positions_blocks`` for one block."""
-    kn.predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, np.zeros((0, 3)), False, decay, wind,
-                            h, x_substep_start)
+    interpolates the soft-pin targets): ``kernels.predict_positions_blocks`` for one block.
+
+    Nothing in an item may allocate an initialised array (``no_extra`` comes from outside): the
+    parallel pipeline turns ``np.zeros`` into a parallel loop of its own, which inside the region
+    cost 60-120 us an item (32 x 32: half of every substep)."""
+    kn.predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, no_extra, False, decay, wind, h,
+                            x_substep_start)
     for q in range(kin_offsets[block], kin_offsets[block + 1]):
         k = kin_order[q]
         i = kinematic_index[k]
@@ -230,6 +232,7 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
     (``kernels.solve_*``, ``_predict_vertex``), so the same arithmetic. Returns the time-stamp
     count at the start; ``item_end`` gets each item's at its end."""
     decay = math.exp(-air_drag_per_s * h)
+    no_extra = np.zeros((0, 3))
     n_items = item_kind.shape[0]
     counters[0] = 0
     counters[1] = 0
@@ -245,9 +248,9 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
             reset_lambda = item_iter[g] == 0
             keep_lambda = item_iter[g] < iterations - 1 or sub == n_sub - 1
             if kind == PREDICT:
-                _predict_block(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, wind,
-                               vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end,
-                               soft_start, soft_end, soft_slot, soft_target)
+                _predict_block(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, no_extra,
+                               wind, vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start,
+                               kinematic_end, soft_start, soft_end, soft_slot, soft_target)
             elif kind == DISTANCE:
                 kn.sweep_distance(a, b, x, x_substep_start, inv_mass, d_vertices, d_rows, item_flag[g] == 1,
                                   reset_lambda, keep_lambda, d_lam)
