@@ -52,13 +52,15 @@ def dihedral_errors(x, vertices, rest_angle, compliance, h, lam, c_abs, residual
 def isometric_errors(x, vertices, stencil, compliance, h, lam, c_abs, residual_abs):
     for k in range(vertices.shape[0]):
         at = compliance[k] / (h * h)
-        c = np.zeros(3)
+        c0 = c1 = c2 = 0.0  # scalars: an array here was an allocation per hinge
         for a in range(4):
-            for d in range(3):
-                c[d] += stencil[k, a] * x[vertices[k, a], d]
-        c_abs[k] = math.sqrt(c[0] ** 2 + c[1] ** 2 + c[2] ** 2)
-        residual_abs[k] = math.sqrt((c[0] + at * lam[k, 0]) ** 2 + (c[1] + at * lam[k, 1]) ** 2
-                                    + (c[2] + at * lam[k, 2]) ** 2)
+            s, j = stencil[k, a], vertices[k, a]
+            c0 += s * x[j, 0]
+            c1 += s * x[j, 1]
+            c2 += s * x[j, 2]
+        c_abs[k] = math.sqrt(c0 ** 2 + c1 ** 2 + c2 ** 2)
+        residual_abs[k] = math.sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2
+                                    + (c2 + at * lam[k, 2]) ** 2)
 
 
 @njit(cache=True)

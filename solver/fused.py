@@ -232,7 +232,7 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
     (``kernels.solve_*``, ``_predict_vertex``), so the same arithmetic. Returns the time-stamp
     count at the start; ``item_end`` gets each item's at its end."""
     decay = math.exp(-air_drag_per_s * h)
-    no_extra = np.zeros((0, 3))
+    no_extra = np.empty((0, 3))  # np.zeros would be a (0-long) parallel loop: a region of its own
     n_items = item_kind.shape[0]
     counters[0] = 0
     counters[1] = 0

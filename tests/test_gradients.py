@@ -375,3 +375,24 @@ def test_dihedral_angle_measured_from_the_rest_angle_equals_the_wrapped_differen
         got, ok = kn.dihedral_angle_and_gradient(p, 0, 1, 2, 3, math.cos(rest), math.sin(rest))[:2]
         want = math.remainder(theta - rest, 2 * math.pi)
         assert abs(got - want) < 1e-12 or abs(abs(got - want) - 2 * math.pi) < 1e-12
+
+
+def test_isometric_diagnostics_match_a_direct_evaluation():
+    # |C| = |sum_a Q_a x_a| per hinge and the residual |C + alpha / h^2 lambda|, evaluated here
+    # with NumPy from the stencil and a random folded state, against diagnostics.isometric_errors.
+    from selvedge.solver.diagnostics import isometric_errors
+
+    rng = np.random.default_rng(7)
+    pos, faces, _ = grid_mesh(6, 6, 0.5, 0.5)
+    cloth = Cloth(pos, faces, options=ClothOptions(bending_model="isometric"))
+    bend = next(c for c in cloth.constraint_sets if c.kind == "isometric")
+    x = pos + rng.normal(scale=0.02, size=pos.shape)
+    lam = rng.normal(scale=1e-3, size=(bend.count, 3))
+    h = 1.0 / 240.0
+    c_abs, residual = np.zeros(bend.count), np.zeros(bend.count)
+    isometric_errors(x, bend.vertices, bend.params["stencil"], bend.params["compliance"], h, lam, c_abs, residual)
+    c_vec = np.einsum("ka,kad->kd", bend.params["stencil"], x[bend.vertices])
+    alpha_tilde = bend.params["compliance"][:, None] / h ** 2
+    assert np.allclose(c_abs, np.linalg.norm(c_vec, axis=1), rtol=1e-12, atol=1e-15)
+    assert np.allclose(residual, np.linalg.norm(c_vec + alpha_tilde * lam, axis=1), rtol=1e-12, atol=1e-15)
+    assert c_abs.max() > 1e-3  # a folded state: the check is not about zeros
