@@ -438,24 +438,24 @@ class Colliders(ContactHandler):
         """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from
         the prediction along the substep's velocity to the end of the frame, of radius substep
         travel + margin + collider motion + the deflection allowance of that remaining path (a
-        vertex that still leaves it later in the frame is flagged and re-queried again)."""
-        idx, seg_a, seg_b, pad = mesh_kernels.requery_capsules(
-            m.lost, x_start, x_pred, (1.0 - t_end) * self._frame_dt, h, self.broad_phase_margin_m + m.motion,
-            self.DEFLECTION_ALLOWANCE)
+        vertex that still leaves it later in the frame is flagged and re-queried again). One
+        Numba call (:func:`mesh_kernels.requery_lost`) on the frame's grid."""
         radius = self.cloth_thickness + m.mesh.thickness
-        offsets, cand, d0 = self._query(m, seg_a, seg_b, pad, radius, np.ones(idx.shape[0], dtype=np.bool_))
-        used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
+        g = m.grid
+        if g is None or g.radius != radius:  # no grid of this radius yet (no vertex queried this frame)
+            self._query(m, x_start[:1], x_start[:1], np.zeros(1), radius, np.zeros(1, dtype=np.bool_))
+            g = m.grid
+        used, idx, offsets, cand, d0 = mesh_kernels.requery_lost(
+            m.lost, x_start, x_pred, (1.0 - t_end) * self._frame_dt, h, self.broad_phase_margin_m + m.motion,
+            self.DEFLECTION_ALLOWANCE, radius, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket, g.items, 32,
+            m.mesh.triangles, m.v0, m.center, m.rad, m.first, m.stop, m.cand, m.d0, m.used, m.seg_a, m.seg_b, m.mark,
+            m.cum_motion, m.base_shift, m.r_built)
         if used < 0:  # no room left: compact (dropping the replaced lists) with room for these and more
             keep = np.ones(m.first.shape[0], dtype=np.bool_)
             m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
                 keep, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, int(offsets[-1]) + self._spare(m.used))
             used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
         m.used = used
-        m.seg_a[idx] = seg_a
-        m.seg_b[idx] = seg_b
-        m.mark[idx] = m.cum_motion
-        m.base_shift[idx] = 0.0
-        m.r_built[idx] = pad + radius
         self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(idx.shape[0])
 
     @staticmethod
@@ -520,8 +520,7 @@ class Colliders(ContactHandler):
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
-                    self.c_vertex,
-                    self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
+                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
                     self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
