@@ -48,7 +48,12 @@ cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8, solve_mode=sys.arg
 for f in range(16):
     contacts.set_mesh_positions("ball", body_v + [0.02 * min(f + 1, 8), 0.0, 0.0])
     cloth.step()
-np.save(sys.argv[1], np.concatenate([cloth.positions.ravel(), lists[0][2]]))
+# a frame without contacts: one Numba call (solver/fused.py), its kernels loaded like the others
+free = Cloth(pos, faces, pin_weights=np.eye(1, len(pos), 0).ravel(), settings=SolverSettings(substeps=6,
+             solve_mode=sys.argv[2]))
+for f in range(4):
+    free.step()
+np.save(sys.argv[1], np.concatenate([cloth.positions.ravel(), lists[0][2], free.positions.ravel()]))
 """
 
 
@@ -81,3 +86,36 @@ def test_a_second_process_loads_every_kernel_from_the_cache_and_gets_the_same_cl
     cloth = results[1][:16 * 16 * 3].reshape(-1, 3)
     assert np.isfinite(cloth).all() and cloth[:, 2].min() < 0.3  # it fell onto the ball
     assert results[1].size > cloth.size + 8 * 400  # the query's lists overflowed their first buffers
+
+
+def test_each_version_of_the_sources_gets_its_own_cache_folder(tmp_path):
+    """Numba invalidates a cached function only when its own file changes, so a kernel calling a
+    changed function of another module would load old code: the cache folder is keyed by a hash
+    of every solver source file, and folders of other versions unused for two weeks are pruned."""
+    import shutil
+    import time
+
+    from selvedge.solver import _numba_setup as setup
+
+    assert os.path.basename(setup.CACHE_DIR) == setup.source_fingerprint()
+    copy = tmp_path / "solver"
+    shutil.copytree(Path(setup.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = setup.source_fingerprint(str(copy))
+    assert before == setup.source_fingerprint()  # the same sources, wherever they are
+    nested = copy / "collisions" / "geometry.py"
+    original = nested.read_bytes()
+    nested.write_bytes(original + b"\n# changed\n")  # a module another one calls
+    assert setup.source_fingerprint(str(copy)) != before
+    nested.write_bytes(original)
+    assert setup.source_fingerprint(str(copy)) == before
+
+    parent = tmp_path / "cache"
+    keep, recent, stale = parent / "current", parent / "other_recent", parent / "other_stale"
+    for folder in (keep, recent, stale):
+        folder.mkdir(parents=True)
+        (folder / "entry.nbi").write_bytes(b"x")
+    old = time.time() - (setup.STALE_CACHE_DAYS + 1) * 86400
+    os.utime(stale, (old, old))
+    os.utime(keep, (old, old))  # the folder in use is never pruned, whatever its age
+    setup._prune_stale(str(parent), str(keep))
+    assert keep.exists() and recent.exists() and not stale.exists()
