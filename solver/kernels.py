@@ -157,15 +157,8 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilate
 
 @njit(**_JIT_SERIAL)
 def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam):
-    dummy = np.empty(0)
-    if unilateral:  # tethers (constants in each loop: the other branch folds away)
-        for k in range(vertices.shape[0]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, True, reset_lambda, keep_lambda, lam, x,
-                           dummy, False, True)
-    else:
-        for k in range(vertices.shape[0]):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, False, reset_lambda, keep_lambda, lam, x,
-                           dummy, False, False)
+    sweep_distance(0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda,
+                   keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
@@ -178,9 +171,14 @@ def sweep_distance(first, stop, x, x_substep_start, inv_mass, vertices, rows, un
     64 x 64: 320 against 265 us a pass)."""
     dummy = np.empty(0)
     vertices, rows, lam = vertices[first:stop], rows[first:stop], lam[first:stop]
-    for k in range(stop - first):
-        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam, x,
-                       dummy, False, unilateral)
+    if unilateral:  # tethers (constants in each loop: the other branch folds away)
+        for k in range(stop - first):
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, True, reset_lambda, keep_lambda, lam, x,
+                           dummy, False, True)
+    else:
+        for k in range(stop - first):
+            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, False, reset_lambda, keep_lambda, lam, x,
+                           dummy, False, False)
 
 
 @njit(**_JIT_PARALLEL)
