@@ -33,7 +33,7 @@ from numba import njit, prange
 from . import kernels as kn
 from ._team import (atomic_add, atomic_read, call_void, compare_exchange, cycle_counter, spin_pause,
                     yield_function_address)
-from .kernels import _JIT, _JIT_PARALLEL, _JIT_SERIAL
+from .kernels import _JIT, _JIT_PARALLEL
 
 PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
 _YIELD_ADDRESS = yield_function_address()
@@ -66,9 +66,9 @@ class FusedSchedule:
         self._rows_h = math.nan
         self._rows = np.zeros((0, 4))
 
-        steps: list[tuple[int, list[tuple[int, int, int, int]]]] = []  # (phase, items (kind, a, b, flag))
         predict = [(PREDICT, int(vertex_offsets[b]), int(vertex_offsets[b + 1]), b) for b in range(n_blocks)]
         velocity = [(VELOCITY, int(vertex_offsets[b]), int(vertex_offsets[b + 1]), b) for b in range(n_blocks)]
+        # items (kind, first, stop, flag) in solve order, with their substep, iteration, step and owner
         item_sub, item_iter, item_step, items, step_phase, item_owner = [], [], [], [], [], []
 
         def add_step(phase, step_items, sub, iteration):
