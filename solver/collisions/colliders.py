@@ -415,24 +415,35 @@ class Colliders(ContactHandler):
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""
-        tris = m.mesh.triangles
         reach = float(np.mean(pad[which])) if which.any() else 0.0
+        g = self._grid(m, radius, reach)
+        return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, g.lo, g.hi, g.cell, g.table,
+                                                  g.bucket, g.items, 32, m.mesh.triangles, m.v0, m.center, m.rad,
+                                                  numba.get_num_threads())
+
+    @staticmethod
+    def _grid(m, radius, reach=None) -> _TriangleGrid:
+        """The hash grid of the collider's triangle boxes (grown by ``radius``) at the frame start.
+
+        Any cell size gives the same lists; one near max(triangle extent, 2 reach) visits few
+        cells and few boxes. A grid is kept while the collider stands still (rebuilding it took
+        0.65 ms a frame on bench_collisions' 5k-triangle body) and its cell is within 2x of that;
+        ``reach=None`` takes any grid of this radius (the narrow phase's re-queries).
+        """
         g = m.grid
-        # Any cell size gives the same lists; one near max(triangle extent, 2 reach) visits few
-        # cells and few boxes. A grid is kept while the collider stands still (rebuilding it took
-        # 0.65 ms a frame on bench_collisions' 5k-triangle body) and its cell is within 2x of that.
-        if g is None or g.radius != radius or not 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0:
-            tlo = np.empty((tris.shape[0], 3))
-            thi = np.empty((tris.shape[0], 3))
-            mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
-            extent = float((thi - tlo).max(axis=1).mean())
-            cell = max(extent, 2.0 * reach, 1e-6)
-            table = _next_pow2(2 * tris.shape[0])
-            bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-            g = m.grid = _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
-        tlo, thi, cell, table, bucket, items = g.lo, g.hi, g.cell, g.table, g.bucket, g.items
-        return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, tlo, thi, cell, table, bucket,
-                                                  items, 32, tris, m.v0, m.center, m.rad, numba.get_num_threads())
+        if g is not None and g.radius == radius and (
+                reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0):
+            return g
+        tris = m.mesh.triangles
+        tlo = np.empty((tris.shape[0], 3))
+        thi = np.empty((tris.shape[0], 3))
+        mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
+        extent = float((thi - tlo).max(axis=1).mean())
+        cell = max(extent, 2.0 * (reach or 0.0), 1e-6)
+        table = _next_pow2(2 * tris.shape[0])
+        bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
+        m.grid = _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
+        return m.grid
 
     def _requery(self, m, x_start, x_pred, t_end, h):
         """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from
@@ -441,10 +452,7 @@ class Colliders(ContactHandler):
         vertex that still leaves it later in the frame is flagged and re-queried again). One
         Numba call (:func:`mesh_kernels.requery_lost`) on the frame's grid."""
         radius = self.cloth_thickness + m.mesh.thickness
-        g = m.grid
-        if g is None or g.radius != radius:  # no grid of this radius yet (no vertex queried this frame)
-            self._query(m, x_start[:1], x_start[:1], np.zeros(1), radius, np.zeros(1, dtype=np.bool_))
-            g = m.grid
+        g = self._grid(m, radius)
         used, idx, offsets, cand, d0 = mesh_kernels.requery_lost(
             m.lost, x_start, x_pred, (1.0 - t_end) * self._frame_dt, h, self.broad_phase_margin_m + m.motion,
             self.DEFLECTION_ALLOWANCE, radius, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket, g.items, 32,
@@ -520,7 +528,8 @@ class Colliders(ContactHandler):
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
-                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
+                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
+                    count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
                     self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
