@@ -37,6 +37,11 @@ from .kernels import _JIT, _JIT_PARALLEL
 
 PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
 _YIELD_ADDRESS = yield_function_address()
+# Stand-ins for the sets a cloth does not have (empty arrays of the kernel's types), made once.
+_NO_DIHEDRAL = (np.zeros((0, 4), np.int32), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
+_NO_ISOMETRIC = (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros((0, 3)))
+_NO_SOFT_TARGETS = (np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3)))
+_NO_SOFT_PINS = (np.zeros(0, np.int32), np.zeros(0), np.zeros(0), np.zeros(0))
 
 
 class FusedSchedule:
@@ -51,6 +56,8 @@ class FusedSchedule:
         self.key = (n_sub, iterations, n_blocks)
         self.sets = sets
         self.phase_names = ["predict"] + [c.name for c in sets] + ["velocity"]
+        by_kind = {c.kind: c for c in sets}
+        self.dihedral, self.isometric, self.soft_pin = (by_kind.get(k) for k in ("dihedral", "isometric", "soft_pin"))
         self.vertex_order = vertex_order
         owner = part[kinematic_index]
         self.kin_order = np.argsort(owner, kind="stable").astype(np.int64)
@@ -275,28 +282,23 @@ def run_colored_frame(cloth, schedule: FusedSchedule, h, gravity, wind, kinemati
     """One frame of ``cloth`` through :func:`colored_frame`; adds the phase times to ``timings``.
     ``n_threads``: the team size asked for (default: Numba's thread count)."""
     w = cloth.inv_mass
-    by_kind = {c.kind: c for c in schedule.sets}
-    dh = by_kind.get("dihedral")
-    iso = by_kind.get("isometric")
-    sp = by_kind.get("soft_pin")
-    empty2, empty1, empty_i4 = np.zeros((0, 3)), np.zeros(0), np.zeros((0, 4), np.int32)
+    dh, iso, sp = schedule.dihedral, schedule.isometric, schedule.soft_pin
     if dh is not None:
         k = dh.coefficients(h, w)
         dh_args = (dh.vertices, dh.params["rest_cos"], dh.params["rest_sin"], k.alpha_tilde, k.gamma, dh.lam)
     else:
-        dh_args = (empty_i4, empty1, empty1, empty1, empty1, empty1)
+        dh_args = _NO_DIHEDRAL
     if iso is not None:
         k = iso.coefficients(h, w)
         iso_args = (iso.vertices, iso.params["stencil"], k.alpha_tilde, k.gamma, k.inv_denominator, iso.lam)
     else:
-        iso_args = (empty_i4, np.zeros((0, 4)), empty1, empty1, empty1, np.zeros((0, 3)))
+        iso_args = _NO_ISOMETRIC
     if sp is not None:
         k = sp.coefficients(h, w)
         soft_args = (cloth._soft_prev, soft_end, sp.params["slot"], sp.params["target"])
         sp_args = (sp.vertices, k.alpha_tilde, k.inv_denominator, sp.lam)
     else:
-        soft_args = (empty2, empty2, np.zeros(0, np.int64), empty2)
-        sp_args = (np.zeros(0, np.int32), empty1, empty1, empty1)
+        soft_args, sp_args = _NO_SOFT_TARGETS, _NO_SOFT_PINS
     s = schedule
     n_sub, iterations, _ = s.key
     t0 = time.perf_counter()
