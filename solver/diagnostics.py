@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from . import _numba_setup  # noqa: F401
+from ._intrinsics import sqrt
 from .kernels import dihedral_angle_and_gradient, wrap_angle
 
 
@@ -21,7 +22,7 @@ from .kernels import dihedral_angle_and_gradient, wrap_angle
 def distance_errors(x, vertices, rest_length, compliance, unilateral, h, lam, c_abs, residual_abs):
     for k in range(vertices.shape[0]):
         i, j = vertices[k, 0], vertices[k, 1]
-        d = math.sqrt((x[i, 0] - x[j, 0]) ** 2 + (x[i, 1] - x[j, 1]) ** 2 + (x[i, 2] - x[j, 2]) ** 2)
+        d = sqrt((x[i, 0] - x[j, 0]) ** 2 + (x[i, 1] - x[j, 1]) ** 2 + (x[i, 2] - x[j, 2]) ** 2)
         C = d - rest_length[k]
         if unilateral and C < 0.0:
             C = 0.0 if lam[k] == 0.0 else C
@@ -33,7 +34,7 @@ def distance_errors(x, vertices, rest_length, compliance, unilateral, h, lam, c_
 def soft_pin_errors(x, vertex, target, compliance, h, lam, c_abs, residual_abs):
     for k in range(vertex.shape[0]):
         i = vertex[k]
-        C = math.sqrt((x[i, 0] - target[k, 0]) ** 2 + (x[i, 1] - target[k, 1]) ** 2 + (x[i, 2] - target[k, 2]) ** 2)
+        C = sqrt((x[i, 0] - target[k, 0]) ** 2 + (x[i, 1] - target[k, 1]) ** 2 + (x[i, 2] - target[k, 2]) ** 2)
         c_abs[k] = C
         residual_abs[k] = abs(C + compliance[k] / (h * h) * lam[k])
 
@@ -58,8 +59,8 @@ def isometric_errors(x, vertices, stencil, compliance, h, lam, c_abs, residual_a
             c0 += s * x[j, 0]
             c1 += s * x[j, 1]
             c2 += s * x[j, 2]
-        c_abs[k] = math.sqrt(c0 ** 2 + c1 ** 2 + c2 ** 2)
-        residual_abs[k] = math.sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2
+        c_abs[k] = sqrt(c0 ** 2 + c1 ** 2 + c2 ** 2)
+        residual_abs[k] = sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2
                                     + (c2 + at * lam[k, 2]) ** 2)
 
 
@@ -68,7 +69,7 @@ def edge_strain(x, edges, rest_length, out):
     """Engineering strain (L - L0) / L0 of each edge."""
     for k in range(edges.shape[0]):
         i, j = edges[k, 0], edges[k, 1]
-        d = math.sqrt((x[i, 0] - x[j, 0]) ** 2 + (x[i, 1] - x[j, 1]) ** 2 + (x[i, 2] - x[j, 2]) ** 2)
+        d = sqrt((x[i, 0] - x[j, 0]) ** 2 + (x[i, 1] - x[j, 1]) ** 2 + (x[i, 2] - x[j, 2]) ** 2)
         out[k] = (d - rest_length[k]) / rest_length[k]
 
 

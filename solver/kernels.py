@@ -38,6 +38,7 @@ from numba import njit, prange
 from numba.core.errors import NumbaPerformanceWarning
 
 from . import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._intrinsics import sqrt
 
 _JIT = dict(cache=True, fastmath={"contract"}, nogil=True, error_model="numpy")
 _JIT_PARALLEL = dict(_JIT, parallel=True)
@@ -122,7 +123,7 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilate
     dx = x_read[i, 0] - x_read[j, 0]
     dy = x_read[i, 1] - x_read[j, 1]
     dz = x_read[i, 2] - x_read[j, 2]
-    length = math.sqrt(dx * dx + dy * dy + dz * dz)
+    length = sqrt(dx * dx + dy * dy + dz * dz)
     if length < 1e-12:
         return
     C = length - rows[k, 0]
@@ -214,7 +215,7 @@ def solve_soft_pin(k, x_read, inv_mass, vertex, target, alpha_tilde, inv_denomin
     dx = x_read[i, 0] - target[k, 0]
     dy = x_read[i, 1] - target[k, 1]
     dz = x_read[i, 2] - target[k, 2]
-    length = math.sqrt(dx * dx + dy * dy + dz * dz)
+    length = sqrt(dx * dx + dy * dy + dz * dz)
     if length < 1e-12 or s_den == 0.0:
         return
     lam_k = 0.0 if reset_lambda else lam[k]
@@ -325,7 +326,7 @@ def dihedral_angle_and_gradient(x, i1, i2, i3, i4, rest_cos=1.0, rest_sin=0.0):
     zero = (0.0, 0.0, 0.0)
     if e_sq < 1e-24 or n1_sq < 1e-16 * e_sq * e_sq or n2_sq < 1e-16 * e_sq * e_sq:
         return 0.0, False, zero, zero, zero, zero
-    e_len = math.sqrt(e_sq)
+    e_len = sqrt(e_sq)
     inv_e_len = 1.0 / e_len
     cx, cy, cz = n1y * n2z - n1z * n2y, n1z * n2x - n1x * n2z, n1x * n2y - n1y * n2x
     # atan2 is scale free: both arguments carry the same factor |N1| |N2| (and |e| folded in).

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .contacts import emit_contact
 
@@ -55,7 +56,7 @@ def slerp(a, b, t):
     x = s0 * a[1] + s1 * b[1]
     y = s0 * a[2] + s1 * b[2]
     z = s0 * a[3] + s1 * b[3]
-    norm = math.sqrt(w * w + x * x + y * y + z * z)
+    norm = sqrt(w * w + x * x + y * y + z * z)
     return w / norm, x / norm, y / norm, z / norm
 
 
@@ -88,7 +89,7 @@ def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, 
     n0, n1, n2 = quat_rotate(pe[3], pe[4], pe[5], pe[6], nl0, nl1, nl2)
     q0, q1, q2 = _local_to_world(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], ql0, ql1, ql2)
     C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
-    travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+    travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
                        + (x_pred[i, 2] - x_start[i, 2]) ** 2)
     if C > travel + radius:
         return False
@@ -120,7 +121,7 @@ def emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickn
 @njit(inline="always", **_JIT)
 def _round_shape(dx, dy, dz, cx, cy, cz, radius):
     """Sphere of ``radius`` around the core point c: (phi, n, q) for the point c + d."""
-    d = math.sqrt(dx * dx + dy * dy + dz * dz)
+    d = sqrt(dx * dx + dy * dy + dz * dz)
     if d < 1e-12:
         nx, ny, nz = 0.0, 0.0, 1.0
     else:
@@ -149,7 +150,7 @@ def local_closest(kind, a, b, c, px, py, pz):
     dx, dy, dz = px - qx, py - qy, pz - qz
     d2 = dx * dx + dy * dy + dz * dz
     if d2 > 0.0:
-        d = math.sqrt(d2)
+        d = sqrt(d2)
         return d, dx / d, dy / d, dz / d, qx, qy, qz
     # inside: the nearest face
     fx, fy, fz = a - abs(px), b - abs(py), c - abs(pz)
@@ -205,7 +206,7 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
     for i in range(n):
         if inv_mass[i] == 0.0:
             continue
-        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+        speed = sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
         travel = speed * frame_dt + extra_margin
         for k in range(kind.shape[0]):
             reach = travel + cloth_thickness + skin[k]

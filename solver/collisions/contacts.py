@@ -7,11 +7,11 @@ collider surface's displacement at the contact point over the substep) / ``c_mu_
 """
 from __future__ import annotations
 
-import math
 
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT
 
@@ -79,7 +79,7 @@ def solve_contacts(x, x_substep_start, inv_mass, c_vertex, c_normal, c_point, c_
         t0 = r0 - rn * n0 + fa0
         t1 = r1 - rn * n1 + fa1
         t2 = r2 - rn * n2 + fa2
-        length = math.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+        length = sqrt(t0 * t0 + t1 * t1 + t2 * t2)
         f0 = f1 = f2 = 0.0
         if d > 0.0 and length > 0.0:
             if length < c_mu_s[c] * d:

@@ -3,11 +3,11 @@ Collision Detection 5.1.2 and 5.1.5), shared by the mesh collider and self-colli
 """
 from __future__ import annotations
 
-import math
 
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ._jit import _JIT
 
 
@@ -66,7 +66,7 @@ def triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2):
 def triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2):
     """Unit normal of abc (right hand), or zeros when degenerate."""
     n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    length = sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if length < 1e-300:
         return 0.0, 0.0, 0.0
     return n0 / length, n1 / length, n2 / length
@@ -79,7 +79,7 @@ def point_segment_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2):
     s = 0.0
     if len2 > 0.0:
         s = min(max(((p0 - a0) * d0 + (p1 - a1) * d1 + (p2 - a2) * d2) / len2, 0.0), 1.0)
-    return math.sqrt((p0 - a0 - s * d0) ** 2 + (p1 - a1 - s * d1) ** 2 + (p2 - a2 - s * d2) ** 2)
+    return sqrt((p0 - a0 - s * d0) ** 2 + (p1 - a1 - s * d1) ** 2 + (p2 - a2 - s * d2) ** 2)
 
 
 @njit(inline="always", **_JIT)
@@ -91,7 +91,7 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
     distance (ends, crossing point, three edge pairs), and equal to it for a segment above the
     face."""
     n0, n1, n2 = triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    length = math.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    length = sqrt(n0 * n0 + n1 * n1 + n2 * n2)
     if length < 1e-300:
         return 0.0
     sp = n0 * (p0 - a0) + n1 * (p1 - a1) + n2 * (p2 - a2)
@@ -104,5 +104,5 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
 @njit(inline="always", **_JIT)
 def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
     u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    return math.sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
+    return sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
                      + (p2 - u * a2 - v * b2 - w * c2) ** 2)

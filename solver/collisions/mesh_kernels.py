@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
@@ -103,7 +104,7 @@ def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, m
         a0 = (v[i, 0] - v_prev[i, 0]) / frame_dt
         a1 = (v[i, 1] - v_prev[i, 1]) / frame_dt
         a2 = (v[i, 2] - v_prev[i, 2]) / frame_dt
-        acc = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+        acc = sqrt(a0 * a0 + a1 * a1 + a2 * a2)
         if not acc <= max_acceleration:  # also NaN
             scale = max_acceleration / acc if acc > 0.0 and math.isfinite(acc) else 0.0
             a0, a1, a2, acc = a0 * scale, a1 * scale, a2 * scale, max_acceleration
@@ -111,7 +112,7 @@ def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, m
         seg_b[i, 0] = x[i, 0] + v[i, 0] * frame_dt + a0 * h2
         seg_b[i, 1] = x[i, 1] + v[i, 1] * frame_dt + a1 * h2
         seg_b[i, 2] = x[i, 2] + v[i, 2] * frame_dt + a2 * h2
-        speed = math.sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+        speed = sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
         pad[i] = margin + 0.25 * acc * h2 + deflection * speed * frame_dt
 
 
@@ -140,7 +141,7 @@ def requery_capsules(lost, x_start, x_pred, remaining, h, margin, deflection):
             seg_a[k, d] = x_pred[i, d]
             seg_b[k, d] = x_pred[i, d] + step * (remaining / h)
             travel += step * step
-        travel = math.sqrt(travel)
+        travel = sqrt(travel)
         pad[k] = travel + margin + deflection * travel / h * remaining
         k += 1
     return idx, seg_a, seg_b, pad
@@ -161,9 +162,9 @@ def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_sin
                                          seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]),
                   point_segment_distance(seg_b_new[i, 0], seg_b_new[i, 1], seg_b_new[i, 2], seg_a[i, 0],
                                          seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]))
-        old_len = math.sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
+        old_len = sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
                             + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
-        new_len = math.sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
+        new_len = sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
                             + (seg_b_new[i, 2] - x[i, 2]) ** 2)
         keep[i] = (dev + need[i] + moved_since[i] <= r_built[i] and r_built[i] <= 1.5 * need[i] + slack
                    and old_len <= 1.5 * new_len + need[i])
@@ -215,7 +216,7 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                 m0 = 0.5 * (seg_a[q, 0] + seg_b[q, 0])
                 m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
                 m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
-                half = 0.5 * math.sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
+                half = 0.5 * sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
                                        + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
                 start = count
                 for e in range(boxes_overlapping(ql, qh, inv, max_cells, table_size, bucket_start, items, tlo, thi,
@@ -224,7 +225,7 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                     # bounding spheres first: no point of the segment is nearer the midpoint
                     # than half its length, no point of the triangle farther from its centre
                     # than rad (a lower bound of the distance, a few flops)
-                    if math.sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
+                    if sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
                                  + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
                         continue
                     ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
@@ -382,7 +383,7 @@ def triangle_spheres(v0, tris, center, rad):
             j = tris[t, k]
             r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
                      + (v0[j, 2] - center[t, 2]) ** 2)
-        rad[t] = math.sqrt(r2)
+        rad[t] = sqrt(r2)
 
 
 @njit(inline="always", **_JIT)
@@ -413,10 +414,10 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
     lower = 1e300
     if seed_t >= 0:
         if seed_d2 <= limit * limit:
-            best, best_d, best_t = seed_d2, math.sqrt(seed_d2), seed_t
+            best, best_d, best_t = seed_d2, sqrt(seed_d2), seed_t
             bu, bv, bw = seed_u, seed_v, seed_w
         else:
-            lower = math.sqrt(seed_d2)
+            lower = sqrt(seed_d2)
     grow = motion * t_frac
     for s in range(first[i], stop[i]):
         bound = min(best_d, limit)
@@ -426,7 +427,7 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
         t = cand[s]
         if t == seed_t:
             continue
-        g = math.sqrt((p0 - center[t, 0]) ** 2 + (p1 - center[t, 1]) ** 2 + (p2 - center[t, 2]) ** 2)
+        g = sqrt((p0 - center[t, 0]) ** 2 + (p1 - center[t, 1]) ** 2 + (p2 - center[t, 2]) ** 2)
         if g - rad[t] - grow > bound:
             lower = min(lower, g - rad[t] - grow)
             continue
@@ -448,11 +449,11 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
         if d2 < best and d2 <= limit * limit:
             lower = min(lower, best_d)  # the one it replaces is now another triangle
             best = d2
-            best_d = math.sqrt(d2)
+            best_d = sqrt(d2)
             best_t = t
             bu, bv, bw = u, v, w
         else:
-            lower = min(lower, math.sqrt(d2))  # measured but not kept: still a bound
+            lower = min(lower, sqrt(d2))  # measured but not kept: still a bound
     return best_t, bu, bv, bw, best, lower
 
 
@@ -540,7 +541,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         if only_lost and not lost[i]:
             continue  # the result of the previous pass stands
         if not only_lost:
-            path[i] += math.sqrt((x_start[i, 0] - path_prev[i, 0]) ** 2 + (x_start[i, 1] - path_prev[i, 1]) ** 2
+            path[i] += sqrt((x_start[i, 0] - path_prev[i, 0]) ** 2 + (x_start[i, 1] - path_prev[i, 1]) ** 2
                                  + (x_start[i, 2] - path_prev[i, 2]) ** 2)
             path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = x_start[i, 0], x_start[i, 1], x_start[i, 2]
         lost[i] = False
@@ -549,9 +550,9 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         if inv_mass[i] == 0.0:
             continue
         p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
-        travel = math.sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
+        travel = sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
         if clear[i] >= 0.0:
-            bound = clear[i] - math.sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
+            bound = clear[i] - sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
                                          + (p2 - clear_pos[i, 2]) ** 2) - (now - clear_mark[i])
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
@@ -568,7 +569,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
         if stop[i] > first[i]:
             if near_t[i] >= 0:
-                other = near_other[i] - math.sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
+                other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
                                                   + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
                 t = near_t[i]
                 a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
@@ -579,7 +580,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 q1 = u * a1 + v * b1 + w * c1
                 q2 = u * a2 + v * b2 + w * c2
                 d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
-                if d2 <= limit * limit and math.sqrt(d2) < min(other, outside):
+                if d2 <= limit * limit and sqrt(d2) < min(other, outside):
                     best_t = t
                     lower = other
                     cached = True
@@ -590,7 +591,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
                                                                   v1, dev, limit, center, rad, motion, seed, u, v, w,
                                                                   d2)
-        found = math.sqrt(d2) if best_t >= 0 else 1e300
+        found = sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
             clear[i] = -1.0
@@ -707,5 +708,5 @@ def mesh_closest_points(points, radius, tris, verts, cell, table_size, bucket_st
                                              verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
                 side[q] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
         if best_t[q] >= 0:
-            dist[q] = math.sqrt(best)
+            dist[q] = sqrt(best)
     return best_t, bary, dist, side

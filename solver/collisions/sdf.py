@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .analytic import _world_to_local, emit_staged_contacts, poses_at, stage_rigid_contact
 from .geometry import point_triangle_distance
@@ -66,7 +67,7 @@ def sdf_build(verts, tris, origin, spacing, shape, band):
                                     a, b, c = i + di, j + dj, k + dk
                                     if a < 0 or b < 0 or c < 0 or a >= nx or b >= ny or c >= nz:
                                         continue
-                                    cand = dist[a, b, c] + spacing * math.sqrt(di * di + dj * dj + dk * dk)
+                                    cand = dist[a, b, c] + spacing * sqrt(di * di + dj * dj + dk * dk)
                                     if cand < best:
                                         best = cand
                         dist[i, j, k] = best
@@ -159,10 +160,10 @@ def sdf_sample(phi, origin, spacing, px, py, pz):
           + fy * fz * (c111 - c011)) / spacing
     e2 = extra0 * extra0 + extra1 * extra1 + extra2 * extra2
     if e2 > 0.0:
-        e = math.sqrt(e2)
+        e = sqrt(e2)
         value = max(value, 0.0) + e
         gx, gy, gz = extra0 / e, extra1 / e, extra2 / e
-    g = math.sqrt(gx * gx + gy * gy + gz * gz)
+    g = sqrt(gx * gx + gy * gy + gz * gz)
     if g < 1e-12:
         return value, 0.0, 0.0, 1.0
     return value, gx / g, gy / g, gz / g

@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import concatenate_chunks, equal_chunks, fill_in_chunks
@@ -83,7 +84,7 @@ def _particle_hash(x_start, x_pred, radius, table_size):
     max_travel = 0.0
     travel = np.empty(n)
     for i in range(n):
-        travel[i] = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+        travel[i] = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
                               + (x_pred[i, 2] - x_start[i, 2]) ** 2)
         max_travel = max(max_travel, travel[i])
     reach = 2.0 * radius + 2.0 * max_travel
@@ -185,7 +186,7 @@ def solve_self_particles(x, inv_mass, pi, pj, radius, lam):
         d0 = x[i, 0] - x[j, 0]
         d1 = x[i, 1] - x[j, 1]
         d2 = x[i, 2] - x[j, 2]
-        length = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        length = sqrt(d0 * d0 + d1 * d1 + d2 * d2)
         if length < 1e-12:
             continue
         C = length - target
@@ -231,7 +232,7 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     side of the triangle's plane the vertex was on at the substep start.
     """
     ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-    travel = math.sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
+    travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
                        + (x_pred[i, 2] - x_start[i, 2]) ** 2)
     limit = 2.0 * thickness + travel
     # cheap rejection: the triangle's bounding sphere (at the prediction) is out of reach
@@ -241,15 +242,15 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     rad2 = max((x_pred[ia, 0] - g0) ** 2 + (x_pred[ia, 1] - g1) ** 2 + (x_pred[ia, 2] - g2) ** 2,
                (x_pred[ib, 0] - g0) ** 2 + (x_pred[ib, 1] - g1) ** 2 + (x_pred[ib, 2] - g2) ** 2,
                (x_pred[ic, 0] - g0) ** 2 + (x_pred[ic, 1] - g1) ** 2 + (x_pred[ic, 2] - g2) ** 2)
-    dg = math.sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
+    dg = sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
     # the start position is within travel + the triangle's own travel of the prediction
-    tri_travel = max(math.sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
+    tri_travel = max(sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
                                + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
-                     math.sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
+                     sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
                                + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
-                     math.sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
+                     sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
                                + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
-    if dg - math.sqrt(rad2) > limit + travel + tri_travel:
+    if dg - sqrt(rad2) > limit + travel + tri_travel:
         return 0.0
     u, v, w = closest_on_triangle(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
                                   x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2],
@@ -257,7 +258,7 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     e0 = x_pred[i, 0] - (u * x_pred[ia, 0] + v * x_pred[ib, 0] + w * x_pred[ic, 0])
     e1 = x_pred[i, 1] - (u * x_pred[ia, 1] + v * x_pred[ib, 1] + w * x_pred[ic, 1])
     e2 = x_pred[i, 2] - (u * x_pred[ia, 2] + v * x_pred[ib, 2] + w * x_pred[ic, 2])
-    dist_pred = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    dist_pred = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
     # substep start: side and distance
     u, v, w = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0],
                                   x_start[ia, 1], x_start[ia, 2], x_start[ib, 0], x_start[ib, 1],
@@ -265,7 +266,7 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     e0 = x_start[i, 0] - (u * x_start[ia, 0] + v * x_start[ib, 0] + w * x_start[ic, 0])
     e1 = x_start[i, 1] - (u * x_start[ia, 1] + v * x_start[ib, 1] + w * x_start[ic, 1])
     e2 = x_start[i, 2] - (u * x_start[ia, 2] + v * x_start[ib, 2] + w * x_start[ic, 2])
-    dist_start = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    dist_start = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
     if min(dist_start, dist_pred) > limit:
         return 0.0
     n0, n1, n2 = triangle_normal(x_start[ia, 0], x_start[ia, 1], x_start[ia, 2], x_start[ib, 0],
