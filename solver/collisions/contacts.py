@@ -7,7 +7,6 @@ collider surface's displacement at the contact point over the substep) / ``c_mu_
 """
 from __future__ import annotations
 
-
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)

@@ -3,7 +3,6 @@ Collision Detection 5.1.2 and 5.1.5), shared by the mesh collider and self-colli
 """
 from __future__ import annotations
 
-
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
