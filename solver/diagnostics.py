@@ -61,7 +61,7 @@ def isometric_errors(x, vertices, stencil, compliance, h, lam, c_abs, residual_a
             c2 += s * x[j, 2]
         c_abs[k] = sqrt(c0 ** 2 + c1 ** 2 + c2 ** 2)
         residual_abs[k] = sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2
-                                    + (c2 + at * lam[k, 2]) ** 2)
+                               + (c2 + at * lam[k, 2]) ** 2)
 
 
 @njit(cache=True)

@@ -90,7 +90,7 @@ def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, 
     q0, q1, q2 = _local_to_world(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], ql0, ql1, ql2)
     C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
     travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                       + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+                  + (x_pred[i, 2] - x_start[i, 2]) ** 2)
     if C > travel + radius:
         return False
     b0, b1, b2 = _local_to_world(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ql0, ql1, ql2)

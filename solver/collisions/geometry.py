@@ -104,4 +104,4 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
 def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
     u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
     return sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
-                     + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+                + (p2 - u * a2 - v * b2 - w * c2) ** 2)

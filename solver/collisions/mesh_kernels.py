@@ -163,9 +163,9 @@ def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_sin
                   point_segment_distance(seg_b_new[i, 0], seg_b_new[i, 1], seg_b_new[i, 2], seg_a[i, 0],
                                          seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]))
         old_len = sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
-                            + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
+                       + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
         new_len = sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
-                            + (seg_b_new[i, 2] - x[i, 2]) ** 2)
+                       + (seg_b_new[i, 2] - x[i, 2]) ** 2)
         keep[i] = (dev + need[i] + moved_since[i] <= r_built[i] and r_built[i] <= 1.5 * need[i] + slack
                    and old_len <= 1.5 * new_len + need[i])
 
@@ -217,7 +217,7 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                 m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
                 m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
                 half = 0.5 * sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
-                                       + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
+                                  + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
                 start = count
                 for e in range(boxes_overlapping(ql, qh, inv, max_cells, table_size, bucket_start, items, tlo, thi,
                                                  stamp, q, found)):
@@ -226,7 +226,7 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                     # than half its length, no point of the triangle farther from its centre
                     # than rad (a lower bound of the distance, a few flops)
                     if sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
-                                 + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
+                            + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
                         continue
                     ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
                     if half > 0.5 * limit:
@@ -542,7 +542,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             continue  # the result of the previous pass stands
         if not only_lost:
             path[i] += sqrt((x_start[i, 0] - path_prev[i, 0]) ** 2 + (x_start[i, 1] - path_prev[i, 1]) ** 2
-                                 + (x_start[i, 2] - path_prev[i, 2]) ** 2)
+                            + (x_start[i, 2] - path_prev[i, 2]) ** 2)
             path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = x_start[i, 0], x_start[i, 1], x_start[i, 2]
         lost[i] = False
         hit[i] = 0
@@ -553,7 +553,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         travel = sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
         if clear[i] >= 0.0:
             bound = clear[i] - sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
-                                         + (p2 - clear_pos[i, 2]) ** 2) - (now - clear_mark[i])
+                                    + (p2 - clear_pos[i, 2]) ** 2) - (now - clear_mark[i])
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
                 continue
@@ -570,7 +570,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         if stop[i] > first[i]:
             if near_t[i] >= 0:
                 other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
-                                                  + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
+                                             + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
                 t = near_t[i]
                 a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
                 b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)

@@ -85,7 +85,7 @@ def _particle_hash(x_start, x_pred, radius, table_size):
     travel = np.empty(n)
     for i in range(n):
         travel[i] = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                              + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+                         + (x_pred[i, 2] - x_start[i, 2]) ** 2)
         max_travel = max(max_travel, travel[i])
     reach = 2.0 * radius + 2.0 * max_travel
     cell = max(2.0 * radius, reach)
@@ -233,7 +233,7 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     """
     ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
     travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                       + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+                  + (x_pred[i, 2] - x_start[i, 2]) ** 2)
     limit = 2.0 * thickness + travel
     # cheap rejection: the triangle's bounding sphere (at the prediction) is out of reach
     g0 = (x_pred[ia, 0] + x_pred[ib, 0] + x_pred[ic, 0]) / 3.0
@@ -245,11 +245,11 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     dg = sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
     # the start position is within travel + the triangle's own travel of the prediction
     tri_travel = max(sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
-                               + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
+                          + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
                      sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
-                               + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
+                          + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
                      sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
-                               + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
+                          + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
     if dg - sqrt(rad2) > limit + travel + tri_travel:
         return 0.0
     u, v, w = closest_on_triangle(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
