@@ -232,10 +232,8 @@ def solve_soft_pin(k, x_read, inv_mass, vertex, target, alpha_tilde, inv_denomin
 
 @njit(**_JIT_SERIAL)
 def solve_soft_pin_serial(x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam):
-    dummy = np.empty(0)
-    for k in range(vertex.shape[0]):
-        solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                       x, dummy, False)
+    sweep_soft_pin(0, vertex.shape[0], x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda,
+                   keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
@@ -418,10 +416,8 @@ def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_cos
 @njit(**_JIT_SERIAL)
 def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
                                reset_lambda, keep_lambda, lam):
-    dummy = np.empty(0)
-    for k in range(vertices.shape[0]):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                            reset_lambda, keep_lambda, lam, x, dummy, False)
+    sweep_bend_dihedral(0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde,
+                        gamma, reset_lambda, keep_lambda, lam)
 
 
 @njit(**_JIT_SERIAL)
