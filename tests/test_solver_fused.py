@@ -15,6 +15,7 @@ from numba import njit, prange
 import selvedge.solver.cloth as cloth_module
 from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh
 from selvedge.solver._team import FUSED_SUPPORTED, atomic_add
+from selvedge.solver.collisions import Colliders, Plane
 from selvedge.solver.fused import run_colored_frame
 
 
@@ -98,3 +99,6 @@ def test_hooks_and_contacts_take_the_per_phase_path():
     assert (cloth._fused_schedule() is not None) == FUSED_SUPPORTED
     cloth.acceleration_hook = lambda x, v, h, t: None  # Python between the phases
     assert cloth._fused_schedule() is None
+    grounded = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=2),
+                     contact_handler=Colliders([Plane(position=(0.0, 0.0, -1.0))]))
+    assert grounded._fused_schedule() is None
