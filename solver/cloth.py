@@ -207,7 +207,7 @@ class Cloth:
         for the current block count: the sets in block order and each part's vertices."""
         n_blocks = self.parallel_blocks
         if self._colored is None or self._colored[0] != n_blocks:
-            part = partition_vertices(self.rest_positions, self.inv_mass > 0.0, n_blocks)
+            part = partition_vertices(self.rest_positions, self.inv_mass > 0.0, n_blocks, self.topology.edges)
             sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
             vertex_order = np.argsort(part, kind="stable")
             vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
