@@ -173,6 +173,9 @@ class Colliders(ContactHandler):
         self.mu_k = np.array([c.friction_kinetic for c in self.analytic], dtype=np.float64)
         self.bound = np.array([c.bound_radius for c in self.analytic], dtype=np.float64)
         self.sdf_index = [k for k, c in enumerate(self.analytic) if isinstance(c, SDFGrid)]
+        #: analytic shapes other than SDF grids: without them the analytic narrow phase (a parallel
+        #: region per substep) has nothing to do
+        self._has_shapes = len(self.sdf_index) < k
 
         self.self_collision = self_collision
         self._self_tris = None
@@ -490,11 +493,12 @@ class Colliders(ContactHandler):
         inv_mass = self._inv_mass_for(x_predicted)
         count = 0
         if self._n_cand:
-            count = analytic.analytic_narrow_phase(
-                x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, t_start,
-                t_end, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
-                self.mu_k, self.cloth_thickness, self._cand_hit, self._cand_res, self.c_vertex, self.c_normal,
-                self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
+            if self._has_shapes:
+                count = analytic.analytic_narrow_phase(
+                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, t_start,
+                    t_end, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
+                    self.mu_k, self.cloth_thickness, self._cand_hit, self._cand_res, self.c_vertex, self.c_normal,
+                    self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
             for k in self.sdf_index:
                 g = self.analytic[k]
                 count = sdf.sdf_narrow_phase(
