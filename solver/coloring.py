@@ -64,7 +64,7 @@ def color_constraints(vertices: np.ndarray, inv_mass: np.ndarray) -> tuple[np.nd
 
 
 #: Cost of one place where consecutive vertex indices fall in different parts, in cut edges.
-#: Neighbouring vertices share cache lines (three of them per 64 bytes of positions), so two
+#: Neighbouring vertices share cache lines (2.7 of them per 64 bytes of positions), so two
 #: threads writing either side of such a place pass the line back and forth every sweep: a
 #: 32 x 32 sheet cut across its rows (63 such places) ran the two-thread frame in 2.9-4.6 ms,
 #: cut between rows (one place, same 63 cut edges) in 2.3-2.6 ms, one thread 4.3 ms. A cut
@@ -75,21 +75,17 @@ SHARED_LINE_COST_EDGES = 4.0
 MIN_SIDE_RATIO = 0.25
 
 
-def _split_cost(side: np.ndarray, index: np.ndarray, edges: np.ndarray | None) -> float:
+def _split_cost(side: np.ndarray, ordered: np.ndarray, edges: np.ndarray) -> float:
     """Cut edges plus :data:`SHARED_LINE_COST_EDGES` per index-order change of side, for a split
-    of the vertices ``index`` (``side`` 0/1 on them, -1 elsewhere)."""
-    ordered = np.sort(index)
+    of the vertices ``ordered`` (sorted indices; ``side`` 0/1 on them, -1 elsewhere)."""
     s = side[ordered]
     changes = np.count_nonzero((ordered[1:] == ordered[:-1] + 1) & (s[1:] != s[:-1]))
-    cut = 0
-    if edges is not None and edges.size:
-        a, b = side[edges[:, 0]], side[edges[:, 1]]
-        cut = np.count_nonzero((a >= 0) & (b >= 0) & (a != b))
+    a, b = side[edges[:, 0]], side[edges[:, 1]]
+    cut = np.count_nonzero((a >= 0) & (b >= 0) & (a != b))
     return cut + SHARED_LINE_COST_EDGES * changes
 
 
-def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int,
-                       edges: np.ndarray | None = None) -> np.ndarray:
+def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int, edges: np.ndarray) -> np.ndarray:
     """Part id per vertex (0..n_parts-1) by recursive coordinate bisection of the rest shape.
 
     Each cut is a plane normal to one axis, at the quantile that leaves both sides the same
@@ -104,7 +100,7 @@ def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int,
     """
     part = np.zeros(rest.shape[0], dtype=np.int64)
     side = np.full(rest.shape[0], -1, dtype=np.int64)
-    edges = None if edges is None else np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
 
     def split(index: np.ndarray, first: int, count: int) -> None:
         if count <= 1 or index.size == 0:
@@ -118,6 +114,7 @@ def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int,
         # than the longest (the thickness of a flat sheet) would cut along the surface
         axes = [a for a in np.argsort(-extent, kind="stable") if extent[a] >= MIN_SIDE_RATIO * extent.max()]
         orders = [np.lexsort((index, pts[:, axis])) for axis in axes]
+        ordered = np.sort(index)
         best = None
         for order in orders:
             free_sorted = np.cumsum(free[order])
@@ -125,7 +122,7 @@ def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int,
             cut = int(np.searchsorted(free_sorted, total * low / count, side="right"))
             side[index[order[:cut]]] = 0
             side[index[order[cut:]]] = 1
-            cost = _split_cost(side, index, edges)
+            cost = _split_cost(side, ordered, edges)
             side[index] = -1
             if best is None or cost < best[0]:
                 best = (cost, order, cut)
