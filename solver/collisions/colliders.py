@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
-from . import analytic, contacts, hash_grid, mesh_kernels, sdf, self_contact
+from . import analytic, convexity, contacts, hash_grid, mesh_kernels, sdf, self_contact
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 
 
@@ -120,6 +120,12 @@ class _MeshState:
         self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset with clear)
         self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
         self.rad = np.zeros(0)
+        self.nbr = convexity.edge_neighbours(mesh.triangles, mesh.vertices.shape[0])
+        self.standing = False  # the vertices do not move this frame: certified faces apply
+        self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates at cert_v0
+        self.cert = np.zeros(0)
+        self.cert_v0 = None
+        self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
 
 
 class Colliders(ContactHandler):
@@ -317,7 +323,7 @@ class Colliders(ContactHandler):
         self._frame_open = True  # until end_frame: a frame begun again before it is a retry
         self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
                        "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
-                       "mesh_scans_skipped": 0, "mesh_scans_cached": 0,
+                       "mesh_scans_skipped": 0, "mesh_scans_cached": 0, "mesh_scans_certified": 0,
                        "contacts_max": 0,
                        "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
 
@@ -326,6 +332,12 @@ class Colliders(ContactHandler):
     #: is provably still the closest (see :func:`mesh_kernels.mesh_narrow_phase_segments`); False
     #: scans every candidate of every vertex every substep (same contacts, for tests and comparisons).
     use_clearance_cache = True
+
+    #: On a mesh collider standing still in the frame, let a vertex's last closest face (or a
+    #: neighbour across the edge its closest point lies on) prove itself the closest of the whole
+    #: mesh by a convexity certificate (:mod:`.convexity`), with no list scan (same contacts, to
+    #: the certificates' 1 nm; False for tests and comparisons). Needs ``use_clearance_cache``.
+    use_convexity_certificates = True
 
     #: Extra capsule radius, as a fraction of the free-flight travel |v| frame_dt: a fast vertex
     #: is bent off its straight path by cloth forces and contacts. A vertex that still leaves its
@@ -377,6 +389,9 @@ class Colliders(ContactHandler):
             mesh_kernels.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since,
                                          self.LIST_SLACK_M, keep)
         rebuild = active & ~keep
+        m.standing = m.motion == 0.0 and self.use_clearance_cache and self.use_convexity_certificates
+        if m.standing:
+            self._certify(m, radius)
         m.rebuilt = int(np.count_nonzero(rebuild))
         if m.rebuilt:
             # the slack only pays for a vertex slow enough to keep its list (one moving farther than
@@ -415,6 +430,26 @@ class Colliders(ContactHandler):
         mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift,
                                                m.mesh.triangles, m.v0, m.v1, m.center, m.rad, m.mesh.one_sided,
                                                m.side)
+
+    #: Reach (m) of the convexity certificates (:mod:`.convexity`): a face certifies vertices up to
+    #: half of it above; it costs one grid query of this size per triangle when the collider's
+    #: positions change (5k-triangle body: ~10 ms), done only for a collider standing still.
+    CERTIFICATE_REACH_M = 0.03
+
+    def _certify(self, m, radius):
+        """Face normals and convexity certificates of a standing collider at its positions ``v0``
+        (kept while they do not change)."""
+        if m.cert_v0 is not None and np.array_equal(m.cert_v0, m.v0):
+            return
+        tris = m.mesh.triangles
+        if m.tnorm.shape[0] != tris.shape[0]:
+            m.tnorm = np.empty((tris.shape[0], 3))
+            m.cert = np.empty(tris.shape[0])
+        g = self._grid(m, radius)
+        convexity.convexity_certificates(m.v0, tris, m.center, m.rad, self.CERTIFICATE_REACH_M,
+                                         convexity.COPLANAR_TOL_M, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket,
+                                         g.items, 32, m.tnorm, m.cert)
+        m.cert_v0 = m.v0.copy()
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""
@@ -522,21 +557,23 @@ class Colliders(ContactHandler):
                 m.near_pos = np.zeros((x_predicted.shape[0], 3))
                 m.near_mark = np.zeros(x_predicted.shape[0])
                 m.from_cache = np.zeros(x_predicted.shape[0], dtype=np.bool_)
+                m.certified = np.zeros(x_predicted.shape[0], dtype=np.bool_)
             if not self.use_clearance_cache:
                 m.clear[:] = -1.0
                 m.near_t[:] = -1
             for attempt in range(2):
-                new_count, n_lost, n_skipped, n_cached = mesh_kernels.mesh_narrow_phase_segments(
+                new_count, n_lost, n_skipped, n_cached, n_certified = mesh_kernels.mesh_narrow_phase_segments(
                     x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.first, m.stop,
                     m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
-                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
-                    count)
+                    m.standing, m.tnorm, m.cert, m.nbr, m.certified, self.c_vertex, self.c_normal, self.c_point,
+                    self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
                     self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
+                    self._stats["mesh_scans_certified"] = self._stats.get("mesh_scans_certified", 0) + n_certified
                 if n_lost == 0 or attempt == 1:
                     break
                 self._requery(m, x_substep_start, x_predicted, t_end, h)

@@ -17,10 +17,15 @@ from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
+from .convexity import certified_walk
 from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance, segment_plane_gap,
                        triangle_normal)
 from .hash_grid import boxes_overlapping, cell_hash, finite_box
 
+#: Edges a vertex's closest face may be followed across per substep before the narrow phase
+#: falls back to the candidate list (a vertex sliding 2-5 mm a substep over 1-2 cm faces
+#: crosses one; see :func:`convexity.certified_walk`).
+CERTIFIED_WALK_STEPS = 2
 
 # ----------------------------------------------------------------------------------------------
 # Triangle-mesh collider.
@@ -486,7 +491,7 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
 def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0,
                                tris, v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center,
                                rad, lost, only_lost, hit, res, clear, clear_pos, clear_mark, near_t, near_other,
-                               near_pos, near_mark, motion_before, from_cache,
+                               near_pos, near_mark, motion_before, from_cache, certify, tnorm, cert, nbr, certified,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
@@ -531,9 +536,16 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     substep). The result is the scan's (on a tie, a closest point on an edge two triangles share,
     the scan may name the other triangle: the contact differs by rounding). ``near_t < 0`` forces
     a scan (reset with ``clear``).
+    Certified faces (``certify``: the collider stands still this frame, ``tnorm`` / ``cert`` /
+    ``nbr`` from :mod:`.convexity`): the cached triangle, or a neighbour across the edge its
+    closest point lies on, proves itself the closest of the whole mesh when the vertex is in front
+    of its face, over its inside, at most half its certificate away; then its list is not
+    scanned (``certified[i]`` is set) and the vertex is not lost even where it left its capsule.
+    A vertex sliding over a convex part of the body follows its face this way; elsewhere the
+    caches and the list scan above decide, as without it.
     Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
     count of vertices whose scan the clearance cache skipped, count answered by the nearest-triangle
-    cache; ``from_cache`` is per-vertex scratch).
+    cache, count certified; ``from_cache`` is per-vertex scratch).
     """
     n = x_pred.shape[0]
     now = motion_before + motion * t_end
@@ -547,6 +559,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         lost[i] = False
         hit[i] = 0
         from_cache[i] = False
+        certified[i] = False
         if inv_mass[i] == 0.0:
             continue
         p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
@@ -567,30 +580,37 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         cached = False
         seed = -1
         limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
-        if stop[i] > first[i]:
-            if near_t[i] >= 0:
-                other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
-                                             + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
-                t = near_t[i]
-                a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
-                b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
-                c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
-                u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-                q0 = u * a0 + v * b0 + w * c0  # as the scan computes it: the same bits either way
-                q1 = u * a1 + v * b1 + w * c1
-                q2 = u * a2 + v * b2 + w * c2
-                d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
-                if d2 <= limit * limit and sqrt(d2) < min(other, outside):
-                    best_t = t
-                    lower = other
-                    cached = True
-                    from_cache[i] = True
-                else:
-                    seed = t  # measured: it starts the scan
-            if not cached:
-                best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
-                                                                  v1, dev, limit, center, rad, motion, seed, u, v, w,
-                                                                  d2)
+        if near_t[i] >= 0 and (certify or stop[i] > first[i]):
+            other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
+                                         + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
+            t = near_t[i]
+            a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
+            b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
+            c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
+            u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+            q0 = u * a0 + v * b0 + w * c0  # as the scan computes it: the same bits either way
+            q1 = u * a1 + v * b1 + w * c1
+            q2 = u * a2 + v * b2 + w * c2
+            d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+            if certify:
+                t, u, v, w, d2, certified[i] = certified_walk(p0, p1, p2, t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
+                                                              CERTIFIED_WALK_STEPS)
+            if certified[i]:
+                best_t = t
+                lower = sqrt(d2)  # every other triangle is at least as far
+                outside = lower
+            elif t != near_t[i]:
+                seed = t  # the walk measured a nearer one: it starts the scan
+            elif d2 <= limit * limit and sqrt(d2) < min(other, outside):
+                best_t = t
+                lower = other
+                cached = True
+                from_cache[i] = True
+            else:
+                seed = t  # measured: it starts the scan
+        if not cached and not certified[i] and (stop[i] > first[i] or seed >= 0):
+            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
+                                                              v1, dev, limit, center, rad, motion, seed, u, v, w, d2)
         found = sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
@@ -656,6 +676,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     n_lost = 0
     n_skipped = 0
     n_cached = 0
+    n_certified = 0
     for i in range(n):
         if lost[i]:
             n_lost += 1
@@ -663,12 +684,14 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             n_skipped += 1
         if from_cache[i]:
             n_cached += 1
+        if certified[i]:
+            n_certified += 1
         if hit[i] != 1:
             continue
         count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
                              res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
                              c_disp, c_mu_s, c_mu_k)
-    return count, n_lost, n_skipped, n_cached
+    return count, n_lost, n_skipped, n_cached, n_certified
 
 
 @njit(**_JIT)
