@@ -438,7 +438,7 @@ def test_nearest_triangle_cache_answers_most_scans_of_a_resting_cloth_with_the_s
         contacts = Colliders([TriangleMesh(body_v, body_t, name="ball", friction_static=0.8, friction_kinetic=0.6)],
                              cloth_thickness=0.004)
         contacts.use_clearance_cache = cache
-        contacts.use_convexity_certificates = False  # the cache alone (the ball stands still)
+        contacts.use_standing_shortcuts = False  # the cache alone (the ball stands still)
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
         hits = 0
         for f in range(40):

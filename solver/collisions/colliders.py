@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
-from . import analytic, convexity, contacts, hash_grid, mesh_kernels, sdf, self_contact
+from . import analytic, contacts, convexity, distance_bounds, hash_grid, mesh_kernels, sdf, self_contact
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 
 
@@ -125,6 +125,12 @@ class _MeshState:
         self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates at cert_v0
         self.cert = np.zeros(0)
         self.cert_v0 = None
+        self.dbounds = np.zeros((1, 1, 1))  # coarse distance bounds (distance_bounds) at dist_v0
+        self.dist_v0 = None
+        self.lists_far = 0  # lists not built this frame: the vertex cannot reach the collider
+        self.dorigin = np.zeros(3)
+        self.dinv = 1.0
+        self.dband = 0.0
         self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
 
 
@@ -323,6 +329,7 @@ class Colliders(ContactHandler):
         self._frame_open = True  # until end_frame: a frame begun again before it is a retry
         self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
                        "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
+                       "mesh_lists_out_of_reach": sum(m.lists_far for m in self.meshes),
                        "mesh_scans_skipped": 0, "mesh_scans_cached": 0, "mesh_scans_certified": 0,
                        "contacts_max": 0,
                        "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
@@ -333,11 +340,13 @@ class Colliders(ContactHandler):
     #: scans every candidate of every vertex every substep (same contacts, for tests and comparisons).
     use_clearance_cache = True
 
-    #: On a mesh collider standing still in the frame, let a vertex's last closest face (or a
-    #: neighbour across the edge its closest point lies on) prove itself the closest of the whole
-    #: mesh by a convexity certificate (:mod:`.convexity`), with no list scan (same contacts, to
-    #: the certificates' 1 nm; False for tests and comparisons). Needs ``use_clearance_cache``.
-    use_convexity_certificates = True
+    #: Shortcuts for a mesh collider standing still in the frame (same contacts, to the
+    #: certificates' 1 nm; False for tests and comparisons; needs ``use_clearance_cache``): a
+    #: vertex's last closest face, or a neighbour across the edge its closest point lies on, may
+    #: prove itself the closest of the whole mesh by a convexity certificate (:mod:`.convexity`),
+    #: with no list scan; coarse distance bounds (:mod:`.distance_bounds`) skip the scan of a
+    #: vertex out of contact reach and the list of one out of reach all frame.
+    use_standing_shortcuts = True
 
     #: Extra capsule radius, as a fraction of the free-flight travel |v| frame_dt: a fast vertex
     #: is bent off its straight path by cloth forces and contacts. A vertex that still leaves its
@@ -389,17 +398,25 @@ class Colliders(ContactHandler):
             mesh_kernels.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since,
                                          self.LIST_SLACK_M, keep)
         rebuild = active & ~keep
-        m.standing = m.motion == 0.0 and self.use_clearance_cache and self.use_convexity_certificates
-        if m.standing:
-            self._certify(m, radius)
+        m.standing = m.motion == 0.0 and self.use_clearance_cache and self.use_standing_shortcuts
+        far = np.zeros(n, dtype=np.bool_)
+        r_far = np.zeros(n)
+        if m.standing:  # no list for a vertex the coarse distance bounds keep out of reach all frame
+            self._bound_distances(m)
+            distance_bounds.capsules_out_of_reach(x, seg_end, need + radius, rebuild, m.dbounds, m.dorigin, m.dinv,
+                                                  m.dband, far, r_far)
+            rebuild &= ~far
         m.rebuilt = int(np.count_nonzero(rebuild))
-        if m.rebuilt:
+        m.lists_far = int(np.count_nonzero(far))
+        if m.rebuilt or m.lists_far:
             # the slack only pays for a vertex slow enough to keep its list (one moving farther than
             # the slack in a frame leaves the old capsule anyway)
             step = seg_end - x
             slow = np.einsum("ij,ij->i", step, step) <= self.LIST_SLACK_M ** 2
             reach = need + np.where(slow, self.LIST_SLACK_M, 0.0)
-            offsets, cand, d0 = self._query(m, x, seg_end, reach, radius, rebuild)
+            # the cell as if the far vertices were queried too (their long capsules set it: a
+            # cell sized for the near ones alone made the landing's queries 15-35 % slower)
+            offsets, cand, d0 = self._query(m, x, seg_end, reach, radius, rebuild, rebuild | far)
             if first:
                 m.seg_a = x.copy()
                 m.seg_b = seg_end.copy()
@@ -414,6 +431,11 @@ class Colliders(ContactHandler):
                 m.seg_b[rebuild] = seg_end[rebuild]
                 m.mark[rebuild] = m.cum_motion
                 m.r_built[rebuild] = reach[rebuild] + radius
+            # out of reach: an empty list around the point x, covering what its bound covers
+            m.seg_a[far] = x[far]
+            m.seg_b[far] = x[far]
+            m.mark[far] = m.cum_motion
+            m.r_built[far] = r_far[far]
         elif first:
             m.seg_a, m.seg_b = x.copy(), seg_end.copy()
             m.mark = np.full(n, m.cum_motion)
@@ -421,6 +443,8 @@ class Colliders(ContactHandler):
             m.first = np.zeros(n, dtype=np.int64)
             m.stop = np.zeros(n, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
+        if m.standing:  # after the query: its reach picks the grid's cell, the certificates take any
+            self._certify(m, radius)
         if first or self._frame_open:  # a jump (new lists from scratch) or a retried frame: scan every vertex
             m.clear[:] = -1.0
             m.near_t[:] = -1
@@ -428,13 +452,20 @@ class Colliders(ContactHandler):
         m.path_prev = x.copy()
         m.side = np.ones(n)
         mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift,
-                                               m.mesh.triangles, m.v0, m.v1, m.center, m.rad, m.mesh.one_sided,
-                                               m.side)
+                                               m.r_built, m.mesh.triangles, m.v0, m.v1, m.center, m.rad,
+                                               m.mesh.one_sided, m.side)
 
     #: Reach (m) of the convexity certificates (:mod:`.convexity`): a face certifies vertices up to
     #: half of it above; it costs one grid query of this size per triangle when the collider's
     #: positions change (5k-triangle body: ~10 ms), done only for a collider standing still.
     CERTIFICATE_REACH_M = 0.03
+
+    #: Cell side and cap (m) of the coarse distance bounds of a standing collider
+    #: (:mod:`.distance_bounds`): a bound is the cell centre's distance less half a diagonal
+    #: (1.3 cm here), so vertices ~2 cm off the body already skip their scans; built once per
+    #: set of positions (5k-triangle body: ~0.1 s).
+    DISTANCE_BOUND_CELL_M = 0.015
+    DISTANCE_BOUND_BAND_M = 0.05
 
     def _certify(self, m, radius):
         """Face normals and convexity certificates of a standing collider at its positions ``v0``
@@ -451,9 +482,22 @@ class Colliders(ContactHandler):
                                          g.items, 32, m.tnorm, m.cert)
         m.cert_v0 = m.v0.copy()
 
-    def _query(self, m, seg_a, seg_b, pad, radius, which):
-        """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start."""
-        reach = float(np.mean(pad[which])) if which.any() else 0.0
+    def _bound_distances(self, m):
+        """Coarse distance bounds of a standing collider at its positions ``v0`` (kept while they
+        do not change)."""
+        if m.dist_v0 is not None and np.array_equal(m.dist_v0, m.v0):
+            return
+        m.dorigin, m.dbounds = distance_bounds.distance_bound_grid(m.v0, m.mesh.triangles, self.DISTANCE_BOUND_CELL_M,
+                                                                   self.DISTANCE_BOUND_BAND_M)
+        m.dinv = 1.0 / self.DISTANCE_BOUND_CELL_M
+        m.dband = self.DISTANCE_BOUND_BAND_M
+        m.dist_v0 = m.v0.copy()
+
+    def _query(self, m, seg_a, seg_b, pad, radius, which, sized_for=None):
+        """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start;
+        the grid's cell suits the mean pad of ``sized_for`` (default ``which``)."""
+        sized_for = which if sized_for is None else sized_for
+        reach = float(np.mean(pad[sized_for])) if sized_for.any() else 0.0
         g = self._grid(m, radius, reach)
         return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, g.lo, g.hi, g.cell, g.table,
                                                   g.bucket, g.items, 32, m.mesh.triangles, m.v0, m.center, m.rad,
@@ -568,8 +612,9 @@ class Colliders(ContactHandler):
                     self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
-                    m.standing, m.tnorm, m.cert, m.nbr, m.certified, self.c_vertex, self.c_normal, self.c_point,
-                    self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
+                    m.standing, m.tnorm, m.cert, m.nbr, m.certified, m.dbounds, m.dorigin, m.dinv, m.dband,
+                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
+                    count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
                     self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached

@@ -18,6 +18,7 @@ from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
 from .convexity import certified_walk
+from .distance_bounds import distance_lower_bound
 from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance, segment_plane_gap,
                        triangle_normal)
 from .hash_grid import boxes_overlapping, cell_hash, finite_box
@@ -463,19 +464,28 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift, tris, v0, v1, center, rad, one_sided,
-                              side):
-    """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start."""
+def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift, r_built, tris, v0, v1, center, rad,
+                              one_sided, side):
+    """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start;
+    0 where its list cannot name the closest face of the whole mesh (the nearest listed one is
+    farther than the list's reach ``r_built`` less the vertex's offset from its segment): the
+    narrow phase then takes the side the vertex comes from when it first nears the mesh. (Taken
+    from a farther listed face, the side of a vertex falling past a ball was the back of a face
+    across the ball, and the vertex was pushed through it.)"""
     for i in prange(x.shape[0]):
         side[i] = 1.0
-        if one_sided or stop[i] == first[i]:
+        if one_sided:
+            continue
+        side[i] = 0.0
+        if stop[i] == first[i]:
             continue
         shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
                                        seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
         t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], first, stop, cand, d0, i, tris, v0, 0.0, v1,
                                               shift, math.inf, center, rad, 0.0, -1, 0.0, 0.0, 0.0, 0.0)
-        if t < 0:
+        if t < 0 or sqrt(d2) > r_built[i] - shift:
             continue
+        side[i] = 1.0
         a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
         b0, b1, b2 = _interp(v0, v1, tris[t, 1], 0.0)
         c0, c1, c2 = _interp(v0, v1, tris[t, 2], 0.0)
@@ -491,13 +501,16 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
 def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shift, inv_mass, first, stop, cand, d0,
                                tris, v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center,
                                rad, lost, only_lost, hit, res, clear, clear_pos, clear_mark, near_t, near_other,
-                               near_pos, near_mark, motion_before, from_cache, certify, tnorm, cert, nbr, certified,
+                               near_pos, near_mark, motion_before, from_cache, standing, tnorm, cert, nbr, certified,
+                               dbounds, dorigin, dinv, dband,
                                c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
     A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
     corners); a vertex found on the other side is pushed back along the face normal toward
-    its frame-start side.
+    its frame-start side. A vertex whose side was not known at the frame start (``side`` 0: too
+    far from the mesh for its list to name the closest face) takes the side of the face it nears,
+    seen from its position at the substep start, for the rest of the frame.
 
     The candidates of vertex i were built around the segment [seg_a, seg_b] (sorted by their
     distance d0 to it, collider at a frame start); ``dev = |x - segment| + collider motion since``
@@ -536,8 +549,12 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     substep). The result is the scan's (on a tie, a closest point on an edge two triangles share,
     the scan may name the other triangle: the contact differs by rounding). ``near_t < 0`` forces
     a scan (reset with ``clear``).
-    Certified faces (``certify``: the collider stands still this frame, ``tnorm`` / ``cert`` /
-    ``nbr`` from :mod:`.convexity`): the cached triangle, or a neighbour across the edge its
+    A collider standing still this frame (``standing``) adds two whole-mesh shortcuts. A vertex
+    whose cell of the coarse distance grid (``dbounds`` from :mod:`.distance_bounds`, origin
+    ``dorigin``, 1 / spacing ``dinv``, cap ``dband``) keeps it out of contact reach is skipped like
+    one the clearance cache keeps out (the list bounds the triangles it does not hold only by
+    its own radius, ~1 cm, so a vertex a few cm off the body was scanned every substep or two).
+    Certified faces (``tnorm`` / ``cert`` / ``nbr`` from :mod:`.convexity`): the cached triangle, or a neighbour across the edge its
     closest point lies on, proves itself the closest of the whole mesh when the vertex is in front
     of its face, over its inside, at most half its certificate away; then its list is not
     scanned (``certified[i]`` is set) and the vertex is not lost even where it left its capsule.
@@ -570,6 +587,17 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
                 continue
+        if standing:
+            bound = distance_lower_bound(p0, p1, p2, dbounds, dorigin, dinv, dband)
+            if bound > 2.0 * radius + travel:
+                hit[i] = -1
+                clear[i] = bound
+                clear_pos[i, 0], clear_pos[i, 1], clear_pos[i, 2] = p0, p1, p2
+                clear_mark[i] = now
+                if bound >= 2.0 * radius + travel + path[i] + 1e-9:  # no triangle in reach: clean here
+                    path[i] = 0.0
+                    path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = p0, p1, p2
+                continue
         dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
                                      seg_b[i, 2]) + base_shift[i] + motion * t_end
         outside = r_built[i] - dev  # every triangle not in the list is at least this far
@@ -580,7 +608,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         cached = False
         seed = -1
         limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
-        if near_t[i] >= 0 and (certify or stop[i] > first[i]):
+        if near_t[i] >= 0 and (standing or stop[i] > first[i]):
             other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
                                          + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
             t = near_t[i]
@@ -592,7 +620,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             q1 = u * a1 + v * b1 + w * c1
             q2 = u * a2 + v * b2 + w * c2
             d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
-            if certify:
+            if standing:
                 t, u, v, w, d2, certified[i] = certified_walk(p0, p1, p2, t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
                                                               CERTIFIED_WALK_STEPS)
             if certified[i]:
@@ -646,6 +674,18 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         q1 = u * a1 + v * b1 + w * c1
         q2 = u * a2 + v * b2 + w * c2
         s = side[i]
+        if s == 0.0:  # far at the frame start: the side of this face it comes from (its substep start)
+            sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
+            sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
+            sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
+            us, vs, ws = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], sa0, sa1, sa2, sb0, sb1, sb2,
+                                             sc0, sc1, sc2)
+            sn0, sn1, sn2 = triangle_normal(sa0, sa1, sa2, sb0, sb1, sb2, sc0, sc1, sc2)
+            s = 1.0 if (sn0 * (x_start[i, 0] - (us * sa0 + vs * sb0 + ws * sc0))
+                        + sn1 * (x_start[i, 1] - (us * sa1 + vs * sb1 + ws * sc1))
+                        + sn2 * (x_start[i, 2] - (us * sa2 + vs * sb2 + ws * sc2))) >= 0.0 else -1.0
+            if found <= outside:  # the closest face of the whole mesh: the side stands for the frame
+                side[i] = s
         dist = found
         along = fn0 * (p0 - q0) + fn1 * (p1 - q1) + fn2 * (p2 - q2)
         if s * along >= 0.0 and dist > 1e-9:

@@ -177,8 +177,9 @@ class TriangleMesh(Collider):
     triangles are dropped, with a note in ``warnings`` (they have no normal to push along).
     ``one_sided=True`` treats the front of the faces (right-hand winding) as outside for
     every cloth vertex (closed, consistently wound bodies: a vertex that ended up inside is
-    pushed out); the default uses the side each cloth vertex was on at the frame start,
-    which is what works for open meshes.
+    pushed out); the default uses the side each cloth vertex was on at the frame start (of the
+    closest face of the mesh; a vertex far from the mesh then takes the side it comes from when
+    it first nears it), which is what works for open meshes.
     """
 
     def __init__(self, vertices, triangles, name=None, *, thickness=0.0, friction_static=0.6,
