@@ -314,7 +314,8 @@ def test_mesh_narrow_phase_finds_the_true_closest_triangle_of_every_vertex_near_
 
 def test_mesh_contacts_do_not_depend_on_the_thread_count():
     """The mesh narrow phase runs per vertex in parallel and compacts in vertex order: one and two
-    Numba threads give bit-identical trajectories."""
+    Numba threads give bit-identical trajectories, with the ball moving (frames 0-5) and standing
+    (frames 6-13: the standing shortcuts certify scans)."""
     from thread_counts import on_thread_counts
 
     body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
@@ -323,13 +324,16 @@ def test_mesh_contacts_do_not_depend_on_the_thread_count():
         pos, faces, _ = grid_mesh(12, 12, 0.6, 0.6, origin=(-0.3, -0.3, 0.3))
         contacts = Colliders([TriangleMesh(body_v, body_t, name="ball")], cloth_thickness=0.004)
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), contact_handler=contacts)
-        for f in range(10):
-            contacts.set_mesh_positions("ball", body_v + [0.01 * (f + 1), 0.0, 0.0])
+        certified = 0
+        for f in range(14):
+            contacts.set_mesh_positions("ball", body_v + [0.01 * min(f + 1, 6), 0.0, 0.0])
             cloth.step()
-        return cloth.positions.copy()
+            certified += contacts.diagnostics()["mesh_scans_certified"]
+        return cloth.positions.copy(), certified
 
     results = on_thread_counts(run)
-    assert np.array_equal(results[0], results[1])
+    assert np.array_equal(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1] > 100
 
 
 def test_narrow_phase_caches_skip_work_without_changing_the_contacts():
