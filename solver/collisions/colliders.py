@@ -121,7 +121,8 @@ class _MeshState:
         self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
         self.rad = np.zeros(0)
         self.nbr = convexity.edge_neighbours(mesh.triangles, mesh.vertices.shape[0])
-        self.standing = False  # the vertices do not move this frame: certified faces apply
+        self.standing = False  # still this frame and the last: the standing shortcuts apply
+        self.prev_v0 = None  # the frame-start positions of the last frame
         self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates at cert_v0
         self.cert = np.zeros(0)
         self.cert_v0 = None
@@ -340,7 +341,8 @@ class Colliders(ContactHandler):
     #: scans every candidate of every vertex every substep (same contacts, for tests and comparisons).
     use_clearance_cache = True
 
-    #: Shortcuts for a mesh collider standing still in the frame (same contacts, to the
+    #: Shortcuts for a mesh collider standing still in the frame and the one before (a body
+    #: animated on twos would otherwise rebuild their data every other frame; same contacts, to the
     #: certificates' 1 nm; False for tests and comparisons; needs ``use_clearance_cache``): a
     #: vertex's last closest face, or a neighbour across the edge its closest point lies on, may
     #: prove itself the closest of the whole mesh by a convexity certificate (:mod:`.convexity`),
@@ -398,7 +400,12 @@ class Colliders(ContactHandler):
             mesh_kernels.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since,
                                          self.LIST_SLACK_M, keep)
         rebuild = active & ~keep
-        m.standing = m.motion == 0.0 and self.use_clearance_cache and self.use_standing_shortcuts
+        if not self._frame_open:  # (a retried frame is the same frame)
+            m.standing = m.motion == 0.0 and m.prev_v0 is not None and np.array_equal(m.prev_v0, m.v0)
+            if m.prev_v0 is None:
+                m.prev_v0 = m.v0.copy()
+            m.prev_v0[:] = m.v0
+        m.standing &= self.use_clearance_cache and self.use_standing_shortcuts
         far = np.zeros(n, dtype=np.bool_)
         r_far = np.zeros(n)
         if m.standing:  # no list for a vertex the coarse distance bounds keep out of reach all frame
@@ -466,6 +473,8 @@ class Colliders(ContactHandler):
     #: set of positions (5k-triangle body: ~0.1 s).
     DISTANCE_BOUND_CELL_M = 0.015
     DISTANCE_BOUND_BAND_M = 0.05
+    #: Most cells of that grid (8 bytes each): a larger mesh (a terrain) gets larger cells.
+    DISTANCE_BOUND_MAX_CELLS = 4_000_000
 
     def _certify(self, m, radius):
         """Face normals and convexity certificates of a standing collider at its positions ``v0``
@@ -487,9 +496,11 @@ class Colliders(ContactHandler):
         do not change)."""
         if m.dist_v0 is not None and np.array_equal(m.dist_v0, m.v0):
             return
-        m.dorigin, m.dbounds = distance_bounds.distance_bound_grid(m.v0, m.mesh.triangles, self.DISTANCE_BOUND_CELL_M,
+        extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
+        cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
+        m.dorigin, m.dbounds = distance_bounds.distance_bound_grid(m.v0, m.mesh.triangles, cell,
                                                                    self.DISTANCE_BOUND_BAND_M)
-        m.dinv = 1.0 / self.DISTANCE_BOUND_CELL_M
+        m.dinv = 1.0 / cell
         m.dband = self.DISTANCE_BOUND_BAND_M
         m.dist_v0 = m.v0.copy()
 

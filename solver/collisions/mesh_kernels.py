@@ -554,10 +554,11 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     ``dorigin``, 1 / spacing ``dinv``, cap ``dband``) keeps it out of contact reach is skipped like
     one the clearance cache keeps out (the list bounds the triangles it does not hold only by
     its own radius, ~1 cm, so a vertex a few cm off the body was scanned every substep or two).
-    Certified faces (``tnorm`` / ``cert`` / ``nbr`` from :mod:`.convexity`): the cached triangle, or a neighbour across the edge its
-    closest point lies on, proves itself the closest of the whole mesh when the vertex is in front
-    of its face, over its inside, at most half its certificate away; then its list is not
-    scanned (``certified[i]`` is set) and the vertex is not lost even where it left its capsule.
+    Certified faces (``tnorm`` / ``cert`` / ``nbr`` from :mod:`.convexity`): the cached triangle,
+    or a neighbour across the edge its closest point lies on, proves itself the closest of the
+    whole mesh when the vertex is in front of its face, over its inside, at most half its
+    certificate away; then its list is not scanned (``certified[i]`` is set) and the vertex is
+    not lost even where it left its capsule.
     A vertex sliding over a convex part of the body follows its face this way; elsewhere the
     caches and the list scan above decide, as without it.
     Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
