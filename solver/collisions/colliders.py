@@ -123,15 +123,14 @@ class _MeshState:
         self.nbr = convexity.edge_neighbours(mesh.triangles, mesh.vertices.shape[0])
         self.standing = False  # still this frame and the last: the standing shortcuts apply
         self.prev_v0 = None  # the frame-start positions of the last frame
-        self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates at cert_v0
+        self.standing_v0 = None  # the positions the standing data below were built for
+        self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates
         self.cert = np.zeros(0)
-        self.cert_v0 = None
-        self.dbounds = np.zeros((1, 1, 1))  # coarse distance bounds (distance_bounds) at dist_v0
-        self.dist_v0 = None
-        self.lists_far = 0  # lists not built this frame: the vertex cannot reach the collider
-        self.dorigin = np.zeros(3)
+        self.dbounds = np.zeros((1, 1, 1))  # coarse distance bounds (distance_bounds): cells,
+        self.dorigin = np.zeros(3)  # origin, 1 / cell side, cap
         self.dinv = 1.0
         self.dband = 0.0
+        self.lists_far = 0  # lists not built this frame: the vertex cannot reach the collider
         self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
 
 
@@ -402,14 +401,12 @@ class Colliders(ContactHandler):
         rebuild = active & ~keep
         if not self._frame_open:  # (a retried frame is the same frame)
             m.standing = m.motion == 0.0 and m.prev_v0 is not None and np.array_equal(m.prev_v0, m.v0)
-            if m.prev_v0 is None:
-                m.prev_v0 = m.v0.copy()
-            m.prev_v0[:] = m.v0
+            m.prev_v0 = m.v0.copy()
         m.standing &= self.use_clearance_cache and self.use_standing_shortcuts
         far = np.zeros(n, dtype=np.bool_)
         r_far = np.zeros(n)
         if m.standing:  # no list for a vertex the coarse distance bounds keep out of reach all frame
-            self._bound_distances(m)
+            self._standing_data(m, radius)
             distance_bounds.capsules_out_of_reach(x, seg_end, need + radius, rebuild, m.dbounds, m.dorigin, m.dinv,
                                                   m.dband, far, r_far)
             rebuild &= ~far
@@ -450,8 +447,6 @@ class Colliders(ContactHandler):
             m.first = np.zeros(n, dtype=np.int64)
             m.stop = np.zeros(n, dtype=np.int64)
         m.base_shift = m.cum_motion - m.mark
-        if m.standing:  # after the query: its reach picks the grid's cell, the certificates take any
-            self._certify(m, radius)
         if first or self._frame_open:  # a jump (new lists from scratch) or a retried frame: scan every vertex
             m.clear[:] = -1.0
             m.near_t[:] = -1
@@ -476,33 +471,27 @@ class Colliders(ContactHandler):
     #: Most cells of that grid (8 bytes each): a larger mesh (a terrain) gets larger cells.
     DISTANCE_BOUND_MAX_CELLS = 4_000_000
 
-    def _certify(self, m, radius):
-        """Face normals and convexity certificates of a standing collider at its positions ``v0``
-        (kept while they do not change)."""
-        if m.cert_v0 is not None and np.array_equal(m.cert_v0, m.v0):
+    def _standing_data(self, m, radius):
+        """Face normals, convexity certificates and coarse distance bounds of a standing collider
+        at its positions ``v0`` (kept while they do not change). The certificates take the
+        frame's triangle grid when there is one, else one of their own that is not kept (a kept
+        grid with the smallest cell would serve the capsule queries worse)."""
+        if m.standing_v0 is not None and np.array_equal(m.standing_v0, m.v0):
             return
         tris = m.mesh.triangles
         if m.tnorm.shape[0] != tris.shape[0]:
             m.tnorm = np.empty((tris.shape[0], 3))
             m.cert = np.empty(tris.shape[0])
-        g = self._grid(m, radius)
+        g = m.grid if m.grid is not None and m.grid.radius == radius else self._build_grid(m, radius)
         convexity.convexity_certificates(m.v0, tris, m.center, m.rad, self.CERTIFICATE_REACH_M,
                                          convexity.COPLANAR_TOL_M, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket,
                                          g.items, 32, m.tnorm, m.cert)
-        m.cert_v0 = m.v0.copy()
-
-    def _bound_distances(self, m):
-        """Coarse distance bounds of a standing collider at its positions ``v0`` (kept while they
-        do not change)."""
-        if m.dist_v0 is not None and np.array_equal(m.dist_v0, m.v0):
-            return
         extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
         cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
-        m.dorigin, m.dbounds = distance_bounds.distance_bound_grid(m.v0, m.mesh.triangles, cell,
-                                                                   self.DISTANCE_BOUND_BAND_M)
+        m.dorigin, m.dbounds = distance_bounds.distance_bound_grid(m.v0, tris, cell, self.DISTANCE_BOUND_BAND_M)
         m.dinv = 1.0 / cell
         m.dband = self.DISTANCE_BOUND_BAND_M
-        m.dist_v0 = m.v0.copy()
+        m.standing_v0 = m.v0.copy()
 
     def _query(self, m, seg_a, seg_b, pad, radius, which, sized_for=None):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start;
@@ -527,6 +516,12 @@ class Colliders(ContactHandler):
         if g is not None and g.radius == radius and (
                 reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0):
             return g
+        m.grid = Colliders._build_grid(m, radius, reach)
+        return m.grid
+
+    @staticmethod
+    def _build_grid(m, radius, reach=None) -> _TriangleGrid:
+        """A new hash grid of the triangle boxes at ``v0`` (see :meth:`_grid`), not kept."""
         tris = m.mesh.triangles
         tlo = np.empty((tris.shape[0], 3))
         thi = np.empty((tris.shape[0], 3))
@@ -535,8 +530,7 @@ class Colliders(ContactHandler):
         cell = max(extent, 2.0 * (reach or 0.0), 1e-6)
         table = _next_pow2(2 * tris.shape[0])
         bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-        m.grid = _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
-        return m.grid
+        return _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
 
     def _requery(self, m, x_start, x_pred, t_end, h):
         """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from

@@ -18,7 +18,7 @@ from numba import njit
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ._jit import _JIT
-from .geometry import closest_on_triangle, triangle_normal
+from .geometry import closest_on_triangle_d2, triangle_normal
 from .hash_grid import boxes_overlapping
 
 #: Heights (m) above a triangle's plane that still count as behind it (coplanar neighbours).
@@ -126,11 +126,8 @@ def certified_walk(p0, p1, p2, t, u, v, w, d2, tris, verts, tnorm, cert, nbr, ma
             break
         t = nxt
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        u, v, w = closest_on_triangle(p0, p1, p2, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                      verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
-        d2 = ((p0 - (u * verts[ia, 0] + v * verts[ib, 0] + w * verts[ic, 0])) ** 2
-              + (p1 - (u * verts[ia, 1] + v * verts[ib, 1] + w * verts[ic, 1])) ** 2
-              + (p2 - (u * verts[ia, 2] + v * verts[ib, 2] + w * verts[ic, 2])) ** 2)
+        u, v, w, d2 = closest_on_triangle_d2(p0, p1, p2, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
+                                             verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
         if d2 < bd2:
             bt, bu, bv, bw, bd2 = t, u, v, w, d2
     return bt, bu, bv, bw, bd2, False

@@ -54,6 +54,17 @@ def closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
 
 
 @njit(inline="always", **_JIT)
+def closest_on_triangle_d2(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
+    """(u, v, w, squared distance) of the point of triangle abc closest to p; every caller that
+    compares or caches these distances computes them here, so they agree to the bit."""
+    u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
+    q0 = u * a0 + v * b0 + w * c0
+    q1 = u * a1 + v * b1 + w * c1
+    q2 = u * a2 + v * b2 + w * c2
+    return u, v, w, (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+
+
+@njit(inline="always", **_JIT)
 def triangle_cross(a0, a1, a2, b0, b1, b2, c0, c1, c2):
     """(b - a) x (c - a): the normal of abc (right hand) scaled by twice its area."""
     e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2

@@ -19,8 +19,8 @@ from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
 from .convexity import certified_walk
 from .distance_bounds import distance_lower_bound
-from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance, segment_plane_gap,
-                       triangle_normal)
+from .geometry import (closest_on_triangle, closest_on_triangle_d2, point_segment_distance, point_triangle_distance,
+                       segment_plane_gap, triangle_normal)
 from .hash_grid import boxes_overlapping, cell_hash, finite_box
 
 #: Edges a vertex's closest face may be followed across per substep before the narrow phase
@@ -447,11 +447,7 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
         c0 = verts[ic, 0] + t_frac * (v1[ic, 0] - verts[ic, 0])
         c1 = verts[ic, 1] + t_frac * (v1[ic, 1] - verts[ic, 1])
         c2 = verts[ic, 2] + t_frac * (v1[ic, 2] - verts[ic, 2])
-        u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-        q0 = u * a0 + v * b0 + w * c0
-        q1 = u * a1 + v * b1 + w * c1
-        q2 = u * a2 + v * b2 + w * c2
-        d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+        u, v, w, d2 = closest_on_triangle_d2(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
         if d2 < best and d2 <= limit * limit:
             lower = min(lower, best_d)  # the one it replaces is now another triangle
             best = d2
@@ -616,11 +612,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
             b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
             c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
-            u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-            q0 = u * a0 + v * b0 + w * c0  # as the scan computes it: the same bits either way
-            q1 = u * a1 + v * b1 + w * c1
-            q2 = u * a2 + v * b2 + w * c2
-            d2 = (p0 - q0) ** 2 + (p1 - q1) ** 2 + (p2 - q2) ** 2
+            u, v, w, d2 = closest_on_triangle_d2(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)  # as the scan does
             if standing:
                 t, u, v, w, d2, certified[i] = certified_walk(p0, p1, p2, t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
                                                               CERTIFIED_WALK_STEPS)
