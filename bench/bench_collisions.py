@@ -45,8 +45,8 @@ def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_coll
     row["elastic_solve_ms"] = round(elastic, 3)
     row["frame_total_ms"] = round(mean.get("total", 0.0), 3)
     row["wall_ms_per_frame"] = round(1e3 * wall / frames, 3)
-    for key in ("contacts_active_last_substep", "candidates_mesh", "mesh_lists_requeried", "mesh_lists_out_of_reach",
-                "mesh_scans_skipped", "mesh_scans_cached", "mesh_scans_certified",
+    for key in ("contacts_active_last_substep", "candidates_mesh", "mesh_lists_requeried",
+                "mesh_scans_skipped", "mesh_scans_cached", "mesh_scans_certified", "mesh_scans_cell_lists",
                 "self_pairs_max", "self_triangle_pairs_max"):
         if key in diag.contacts and (self_collision or not key.startswith("self")):
             row[key] = diag.contacts[key]

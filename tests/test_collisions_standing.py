@@ -1,16 +1,18 @@
 """Shortcuts of a mesh collider standing still in the frame (issue 3): convexity certificates
-(solver/collisions/convexity.py) and coarse distance bounds (solver/collisions/distance_bounds.py).
+(solver/collisions/convexity.py), coarse distance bounds (solver/collisions/distance_bounds.py)
+and closest-face lists per cell (solver/collisions/cell_lists.py).
 
-A certified face must be the closest triangle of the whole mesh, and a distance bound must not
-exceed the distance: both checked against brute-force point-triangle distances over every
-triangle, on a closed ellipsoid (convex everywhere), a wavy terrain (bumps and valleys, where a
-face next to a fold must not certify itself) and two sheets 1 cm apart.
+A certified face and the best face of a cell's list must be the closest triangle of the whole
+mesh, and a distance bound must not exceed the distance: all checked against brute-force
+point-triangle distances over every triangle, on a closed ellipsoid (convex everywhere), a wavy
+terrain (bumps and valleys, where a face next to a fold must not certify itself) and two sheets
+1 cm apart.
 """
 import numpy as np
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Colliders, TriangleMesh
-from selvedge.solver.collisions import convexity, distance_bounds, hash_grid, mesh_kernels
+from selvedge.solver.collisions import cell_lists, convexity, distance_bounds, hash_grid, mesh_kernels
 from selvedge.solver.collisions.geometry import closest_on_triangle, point_triangle_distance
 from selvedge.solver.mesh import uv_ellipsoid_mesh
 
@@ -126,9 +128,10 @@ def test_certified_faces_are_the_closest_of_the_whole_mesh():
 
 def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     """A cloth dropped onto a standing ball over a standing wavy terrain: with the standing
-    shortcuts, a good part of the scans is certified (no list scanned) and many vertices out of
-    reach of a collider get no list, yet the cloth follows the trajectory it follows without
-    them (the certificate's 1 nm tolerance can pick the other of two faces equally near: 1e-9 m)."""
+    shortcuts, a good part of the scans is certified (no list scanned), the rest near the
+    colliders scan their cell's list (no vertex gets a candidate list of its own), yet the cloth
+    follows the trajectory it follows without them (the certificate's 1 nm tolerance can pick
+    the other of two faces equally near: 1e-9 m)."""
     runs, stats = [], []
     for use in (True, False):
         tv, tt = wavy_terrain(n=21, size=0.5, amplitude=0.02, waves=1.5)
@@ -138,18 +141,22 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
                              cloth_thickness=0.004)
         contacts.use_standing_shortcuts = use
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
-        certified = far = 0
+        certified = cells = lists = 0
         for f in range(40):
             cloth.step()
             certified += contacts.diagnostics()["mesh_scans_certified"]
-            far += contacts.diagnostics()["mesh_lists_out_of_reach"]
+            cells += contacts.diagnostics()["mesh_scans_cell_lists"]
+            if f > 0:  # (frame 0: nothing stood still before it)
+                lists += contacts.diagnostics()["mesh_lists_rebuilt"] + contacts.diagnostics()["mesh_lists_requeried"]
         runs.append(cloth.positions.copy())
-        stats.append((certified, far))
+        stats.append((certified, cells, lists))
     scans = 40 * 10 * 400 * 2
-    print(f"\n[standing shortcuts] scans certified {stats[0][0]} of {scans}, lists not built (out of reach) "
-          f"{stats[0][1]} of {40 * 400 * 2}; max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
-    assert stats[1] == (0, 0)
-    assert stats[0][0] > 0.05 * scans and stats[0][1] > 0.1 * 40 * 400 * 2
+    print(f"\n[standing shortcuts] of {scans} scans: certified {stats[0][0]}, from cell lists {stats[0][1]}; "
+          f"candidate lists built after frame 0: {stats[0][2]} (without the shortcuts {stats[1][2]}); "
+          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    assert stats[1][:2] == (0, 0) and stats[1][2] > 100
+    assert stats[0][0] > 0.05 * scans and stats[0][1] > 0.01 * scans
+    assert stats[0][2] <= 0.001 * scans  # only a vertex moving fast outside the cells with lists gets one
     assert np.abs(runs[0] - runs[1]).max() < 1e-9
     assert runs[0][:, 2].max() < 0.21 and runs[0][:, 2].min() < 0.05  # it fell: on the ball and the terrain
 
@@ -198,6 +205,53 @@ def test_distance_bounds_never_exceed_the_distance_and_stay_within_a_cell_of_it(
         assert distance_bounds.distance_lower_bound(np.nan, 0.0, 0.0, bounds, origin, 1.0 / spacing, band) == 0.0
         print(f"\n[{name}] grid {bounds.shape}, largest shortfall {worst_gap * 1e3:.1f} mm "
               f"(at most {np.sqrt(3.0) * spacing * 1e3:.1f})")
+
+
+def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
+    """Random points in the cells with a list (around the ellipsoid, over the terrain, between and
+    around the two sheets): the nearest face of the point's cell list is the closest triangle of
+    the whole mesh (brute force, to rounding), and every triangle left out of the list is at
+    least ``reach - |p - centre|`` away (the bound the narrow phase takes for them). The lists are
+    sorted by their distance to the cell centre, which is exact; cells farther than the list band
+    get none."""
+    rng = np.random.default_rng(11)
+    spacing, band, list_band = 0.015, 0.05, 0.03
+    for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
+                                "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}.items():
+        center = np.empty((tris.shape[0], 3))
+        rad = np.empty(tris.shape[0])
+        mesh_kernels.triangle_spheres(verts, tris, center, rad)
+        origin, centre = distance_bounds.centre_distances(verts, tris, spacing, band)
+        bounds = distance_bounds.bounds_from_centres(centre, spacing, band)
+        offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
+                                                                 list_band)
+        assert ((reach >= 0.0) == (centre.ravel() <= list_band)).all() and (reach >= 0.0).sum() > 100
+        near = verts[rng.integers(verts.shape[0], size=400)] + rng.normal(0.0, 0.015, (400, 3))
+        points = np.concatenate([near, rng.uniform(verts.min(axis=0) - 0.03, verts.max(axis=0) + 0.03, (200, 3))])
+        checked = longest = 0
+        for p in points:
+            cell, off = distance_bounds.grid_cell(p[0], p[1], p[2], bounds, origin, 1.0 / spacing)
+            if cell < 0 or reach[cell] < 0.0:
+                continue
+            listed = cand[offsets[cell]:offsets[cell + 1]]
+            exact = brute_distances(p, verts, tris)
+            ijk = np.unravel_index(cell, centre.shape)
+            c = origin + (np.array(ijk) + 0.5) * spacing
+            assert abs(off - np.linalg.norm(p - c)) < 1e-12
+            assert exact[listed].min() <= exact.min() + 1e-12
+            others = np.setdiff1d(np.arange(tris.shape[0]), listed)
+            assert (exact[others] >= reach[cell] - off - 1e-12).all()
+            assert np.allclose(d0[offsets[cell]:offsets[cell + 1]], brute_distances(c, verts, tris)[listed], atol=1e-12)
+            assert (np.diff(d0[offsets[cell]:offsets[cell + 1]]) >= 0.0).all()
+            t, *_ = mesh_kernels._mesh_closest_within(p[0], p[1], p[2], offsets[:-1], offsets[1:], cand, d0, cell, tris,
+                                                      verts, 0.0, verts, off, np.inf, center, rad, 0.0, -1, 0.0, 0.0,
+                                                      0.0, 0.0)
+            assert exact[t] <= exact.min() + 1e-12
+            checked += 1
+            longest = max(longest, len(listed))
+        print(f"\n[{name}] {int((reach >= 0).sum())} cells with lists, {len(cand)} entries, longest {longest}; "
+              f"{checked} points checked")
+        assert checked > 150
 
 
 def test_frame_start_side_is_taken_only_from_the_closest_face_of_the_whole_mesh():

@@ -5,7 +5,8 @@ centre to the closest triangle (Ericson 5.1.5), capped at ``band``: every point 
 at least that far from the mesh (the distance is 1-Lipschitz), and a point outside the grid
 (the mesh's box grown by ``band``) is at least ``band`` away. One lookup replaces a list scan
 for a cloth vertex that is not about to touch the body (the narrow phase's clearance), where
-the candidate list only bounds the triangles it does not hold by its own radius (~1 cm).
+the candidate list only bounds the triangles it does not hold by its own radius (~1 cm). The
+exact centre distances also size the cells' closest-face lists (:mod:`.cell_lists`).
 """
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from .geometry import point_triangle_distance
 
 
 @njit(**_JIT)
-def distance_bound_grid(verts, tris, spacing, band):
-    """(origin (3,), bounds (nx, ny, nz)): the lower bounds (m) of the cells of side ``spacing``
-    over the mesh's box grown by ``band``. Each triangle measures the cell centres within
-    ``band`` + half a diagonal of its box; a centre no triangle measured is farther than that."""
+def centre_distances(verts, tris, spacing, band):
+    """(origin (3,), centre (nx, ny, nz)): the exact distance (m) from each centre of the cells of
+    side ``spacing`` over the mesh's box grown by ``band`` to the mesh, where it is at most ``band``
+    + half a diagonal (elsewhere that value: no triangle measured the centre). Each triangle
+    measures the centres within that distance of its box."""
     half = 0.5 * sqrt(3.0) * spacing
     origin = np.empty(3)
     shape = np.empty(3, dtype=np.int64)
@@ -40,11 +42,7 @@ def distance_bound_grid(verts, tris, spacing, band):
     cell = np.empty((2, 3), dtype=np.int64)
     for t in range(tris.shape[0]):
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        for d in range(3):
-            a = min(verts[ia, d], verts[ib, d], verts[ic, d]) - band - half
-            b = max(verts[ia, d], verts[ib, d], verts[ic, d]) + band + half
-            cell[0, d] = max(0, int(math.floor((a - origin[d]) / spacing - 0.5)))
-            cell[1, d] = min(shape[d] - 1, int(math.ceil((b - origin[d]) / spacing - 0.5)))
+        cell_range(verts, tris, t, band + half, origin, spacing, centre.shape, cell)
         for i in range(cell[0, 0], cell[1, 0] + 1):
             px = origin[0] + (i + 0.5) * spacing
             for j in range(cell[0, 1], cell[1, 1] + 1):
@@ -55,12 +53,37 @@ def distance_bound_grid(verts, tris, spacing, band):
                                                 verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
                     if d < centre[i, j, k]:
                         centre[i, j, k] = d
+    return origin, centre
+
+
+@njit(**_JIT)
+def cell_range(verts, tris, t, grow, origin, spacing, shape, cell):
+    """``cell[0]`` / ``cell[1]``: the first / last cell (per axis, clamped to the grid) whose centre
+    can lie within ``grow`` of triangle t's box."""
+    for d in range(3):
+        a = min(verts[tris[t, 0], d], verts[tris[t, 1], d], verts[tris[t, 2], d]) - grow
+        b = max(verts[tris[t, 0], d], verts[tris[t, 1], d], verts[tris[t, 2], d]) + grow
+        cell[0, d] = max(0, int(math.floor((a - origin[d]) / spacing - 0.5)))
+        cell[1, d] = min(shape[d] - 1, int(math.ceil((b - origin[d]) / spacing - 0.5)))
+
+
+@njit(**_JIT)
+def bounds_from_centres(centre, spacing, band):
+    """Each cell's lower bound: its centre's distance less half a diagonal, in [0, band]."""
+    half = 0.5 * sqrt(3.0) * spacing
     bounds = np.empty_like(centre)
-    for i in range(shape[0]):
-        for j in range(shape[1]):
-            for k in range(shape[2]):
+    for i in range(centre.shape[0]):
+        for j in range(centre.shape[1]):
+            for k in range(centre.shape[2]):
                 bounds[i, j, k] = min(max(centre[i, j, k] - half, 0.0), band)
-    return origin, bounds
+    return bounds
+
+
+def distance_bound_grid(verts, tris, spacing, band):
+    """(origin (3,), bounds (nx, ny, nz)): the lower bounds (m) of the cells of side ``spacing``
+    over the mesh's box grown by ``band``."""
+    origin, centre = centre_distances(verts, tris, spacing, band)
+    return origin, bounds_from_centres(centre, spacing, band)
 
 
 @njit(inline="always", **_JIT)
@@ -77,17 +100,19 @@ def distance_lower_bound(p0, p1, p2, bounds, origin, inv_spacing, band):
     return bounds[int(fi), int(fj), int(fk)]
 
 
-@njit(**_JIT)
-def capsules_out_of_reach(x, seg_end, reach, candidate, bounds, origin, inv_spacing, band, far, r_far):
-    """``far[i]``: candidate vertex i cannot come within ``reach[i]`` of the mesh on its travel
-    segment [x, seg_end] (its bound at x exceeds the segment's length plus the reach); ``r_far[i]``
-    that bound, the radius an empty candidate list around the point x stands for."""
-    for i in range(x.shape[0]):
-        far[i] = False
-        if not candidate[i]:
-            continue
-        bound = distance_lower_bound(x[i, 0], x[i, 1], x[i, 2], bounds, origin, inv_spacing, band)
-        length = sqrt((seg_end[i, 0] - x[i, 0]) ** 2 + (seg_end[i, 1] - x[i, 1]) ** 2 + (seg_end[i, 2] - x[i, 2]) ** 2)
-        if bound >= length + reach[i]:
-            far[i] = True
-            r_far[i] = bound
+@njit(inline="always", **_JIT)
+def grid_cell(p0, p1, p2, bounds, origin, inv_spacing):
+    """(flat index ``(i * ny + j) * nz + k``, distance from p to that cell's centre) of the cell of a
+    :func:`distance_bound_grid` holding p; (-1, 0) outside the grid or for a non-finite point."""
+    if not (abs(p0) < 1e6 and abs(p1) < 1e6 and abs(p2) < 1e6):
+        return -1, 0.0
+    fi = (p0 - origin[0]) * inv_spacing
+    fj = (p1 - origin[1]) * inv_spacing
+    fk = (p2 - origin[2]) * inv_spacing
+    if not (0.0 <= fi < bounds.shape[0] and 0.0 <= fj < bounds.shape[1] and 0.0 <= fk < bounds.shape[2]):
+        return -1, 0.0
+    i, j, k = int(fi), int(fj), int(fk)
+    spacing = 1.0 / inv_spacing
+    off = sqrt((p0 - origin[0] - (i + 0.5) * spacing) ** 2 + (p1 - origin[1] - (j + 0.5) * spacing) ** 2
+               + (p2 - origin[2] - (k + 0.5) * spacing) ** 2)
+    return (i * bounds.shape[1] + j) * bounds.shape[2] + k, off

@@ -18,7 +18,7 @@ from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
 from .contacts import emit_contact
 from .convexity import certified_walk
-from .distance_bounds import distance_lower_bound
+from .distance_bounds import distance_lower_bound, grid_cell
 from .geometry import (closest_on_triangle, closest_on_triangle_d2, point_segment_distance, point_triangle_distance,
                        segment_plane_gap, triangle_normal)
 from .hash_grid import boxes_overlapping, cell_hash, finite_box
@@ -461,26 +461,39 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
 
 @njit(**_JIT_PARALLEL)
 def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift, r_built, tris, v0, v1, center, rad,
-                              one_sided, side):
+                              one_sided, standing, dbounds, dorigin, dinv, cell_first, cell_stop, cell_cand, cell_d0,
+                              cell_reach, side):
     """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start;
     0 where its list cannot name the closest face of the whole mesh (the nearest listed one is
     farther than the list's reach ``r_built`` less the vertex's offset from its segment): the
     narrow phase then takes the side the vertex comes from when it first nears the mesh. (Taken
     from a farther listed face, the side of a vertex falling past a ball was the back of a face
-    across the ball, and the vertex was pushed through it.)"""
+    across the ball, and the vertex was pushed through it.) A ``standing`` collider's cell lists
+    (:mod:`.cell_lists`) name that face for every vertex in a cell that has one."""
     for i in prange(x.shape[0]):
         side[i] = 1.0
         if one_sided:
             continue
         side[i] = 0.0
-        if stop[i] == first[i]:
-            continue
-        shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
-                                       seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
-        t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], first, stop, cand, d0, i, tris, v0, 0.0, v1,
-                                              shift, math.inf, center, rad, 0.0, -1, 0.0, 0.0, 0.0, 0.0)
-        if t < 0 or sqrt(d2) > r_built[i] - shift:
-            continue
+        cell = -1
+        off = 0.0
+        if standing:
+            cell, off = grid_cell(x[i, 0], x[i, 1], x[i, 2], dbounds, dorigin, dinv)
+        if cell >= 0 and cell_reach[cell] >= 0.0:
+            t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], cell_first, cell_stop, cell_cand,
+                                                  cell_d0, cell, tris, v0, 0.0, v1, off, math.inf, center, rad, 0.0,
+                                                  -1, 0.0, 0.0, 0.0, 0.0)
+            if t < 0:
+                continue
+        else:
+            if stop[i] == first[i]:
+                continue
+            shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
+                                           seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
+            t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], first, stop, cand, d0, i, tris, v0,
+                                                  0.0, v1, shift, math.inf, center, rad, 0.0, -1, 0.0, 0.0, 0.0, 0.0)
+            if t < 0 or sqrt(d2) > r_built[i] - shift:
+                continue
         side[i] = 1.0
         a0, a1, a2 = _interp(v0, v1, tris[t, 0], 0.0)
         b0, b1, b2 = _interp(v0, v1, tris[t, 1], 0.0)
@@ -498,8 +511,8 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                                tris, v0, v1, motion, side, t_start, t_end, radius, mu_s, mu_k, path, path_prev, center,
                                rad, lost, only_lost, hit, res, clear, clear_pos, clear_mark, near_t, near_other,
                                near_pos, near_mark, motion_before, from_cache, standing, tnorm, cert, nbr, certified,
-                               dbounds, dorigin, dinv, dband,
-                               c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
+                               dbounds, dorigin, dinv, dband, cell_first, cell_stop, cell_cand, cell_d0, cell_reach,
+                               cell_scan, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
     A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
@@ -556,10 +569,14 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     certificate away; then its list is not scanned (``certified[i]`` is set) and the vertex is
     not lost even where it left its capsule.
     A vertex sliding over a convex part of the body follows its face this way; elsewhere the
-    caches and the list scan above decide, as without it.
+    caches decide, and a scan takes the list of the vertex's cell (``cell_first`` .. ``cell_reach``
+    from :mod:`.cell_lists`: it holds the closest face of the whole mesh, and every face left out
+    is at least ``cell_reach`` less the vertex's offset from the cell centre away) instead of the
+    vertex's own; ``cell_scan[i]`` is set (counted). A vertex in a cell with no list (too far from
+    the mesh) scans its own list, which is empty unless it was re-queried: it is lost if it needs one.
     Per-vertex results in parallel, then a serial compaction: returns (new row count, lost count,
     count of vertices whose scan the clearance cache skipped, count answered by the nearest-triangle
-    cache, count certified; ``from_cache`` is per-vertex scratch).
+    cache, count certified, count of cell-list scans; ``from_cache`` is per-vertex scratch).
     """
     n = x_pred.shape[0]
     now = motion_before + motion * t_end
@@ -573,6 +590,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         lost[i] = False
         hit[i] = 0
         from_cache[i] = False
+        cell_scan[i] = False
         certified[i] = False
         if inv_mass[i] == 0.0:
             continue
@@ -584,6 +602,8 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
                 continue
+        cell = -1
+        cell_off = 0.0
         if standing:
             bound = distance_lower_bound(p0, p1, p2, dbounds, dorigin, dinv, dband)
             if bound > 2.0 * radius + travel:
@@ -595,9 +615,16 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                     path[i] = 0.0
                     path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = p0, p1, p2
                 continue
-        dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
-                                     seg_b[i, 2]) + base_shift[i] + motion * t_end
-        outside = r_built[i] - dev  # every triangle not in the list is at least this far
+            cell, cell_off = grid_cell(p0, p1, p2, dbounds, dorigin, dinv)
+            if cell >= 0 and cell_reach[cell] < 0.0:
+                cell = -1  # too far from the mesh for a list: the vertex's own list
+        if cell >= 0:  # the cell's list holds the closest face of the whole mesh
+            dev = cell_off
+            outside = cell_reach[cell] - cell_off  # every triangle not in it is at least this far
+        else:
+            dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
+                                         seg_b[i, 2]) + base_shift[i] + motion * t_end
+            outside = r_built[i] - dev  # every triangle not in the list is at least this far
         best_t = -1
         d2 = 1e300
         lower = 1e300
@@ -629,7 +656,14 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 from_cache[i] = True
             else:
                 seed = t  # measured: it starts the scan
-        if not cached and not certified[i] and (stop[i] > first[i] or seed >= 0):
+        if cached or certified[i]:
+            pass
+        elif cell >= 0:
+            cell_scan[i] = True
+            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, cell_first, cell_stop, cell_cand, cell_d0,
+                                                              cell, tris, v0, t_end, v1, dev, limit, center, rad,
+                                                              motion, seed, u, v, w, d2)
+        elif stop[i] > first[i] or seed >= 0:
             best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
                                                               v1, dev, limit, center, rad, motion, seed, u, v, w, d2)
         found = sqrt(d2) if best_t >= 0 else 1e300
@@ -710,7 +744,10 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
     n_skipped = 0
     n_cached = 0
     n_certified = 0
+    n_cell = 0
     for i in range(n):
+        if cell_scan[i]:
+            n_cell += 1
         if lost[i]:
             n_lost += 1
         if hit[i] == -1:
@@ -724,7 +761,7 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
                              res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
                              c_disp, c_mu_s, c_mu_k)
-    return count, n_lost, n_skipped, n_cached, n_certified
+    return count, n_lost, n_skipped, n_cached, n_certified, n_cell
 
 
 @njit(**_JIT)
