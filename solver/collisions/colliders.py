@@ -429,10 +429,12 @@ class Colliders(ContactHandler):
         m.path = np.zeros(n)  # path length of each vertex since the frame start (or a clean scan)
         m.path_prev = x.copy()
         m.side = np.ones(n)
+        near_t = m.near_t if m.near_t.shape[0] == n else np.full(n, -1, dtype=np.int64)  # (before any substep)
         mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift,
                                                m.r_built, m.mesh.triangles, m.v0, m.v1, m.center, m.rad,
                                                m.mesh.one_sided, m.standing, m.dbounds, m.dorigin, m.dinv,
-                                               m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach, m.side)
+                                               m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach,
+                                               near_t, m.tnorm, m.cert, m.nbr, m.side)
 
     def _capsule_lists(self, m, x, seg_end, active, need, radius, first):
         """Candidate lists of a collider that moves (or just stopped): keep the valid ones, query

@@ -462,14 +462,16 @@ def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_fr
 @njit(**_JIT_PARALLEL)
 def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift, r_built, tris, v0, v1, center, rad,
                               one_sided, standing, dbounds, dorigin, dinv, cell_first, cell_stop, cell_cand, cell_d0,
-                              cell_reach, side):
+                              cell_reach, near_t, tnorm, cert, nbr, side):
     """Which side (+1 front, -1 back of the closest face) each vertex is on at the frame start;
     0 where its list cannot name the closest face of the whole mesh (the nearest listed one is
     farther than the list's reach ``r_built`` less the vertex's offset from its segment): the
     narrow phase then takes the side the vertex comes from when it first nears the mesh. (Taken
     from a farther listed face, the side of a vertex falling past a ball was the back of a face
     across the ball, and the vertex was pushed through it.) A ``standing`` collider's cell lists
-    (:mod:`.cell_lists`) name that face for every vertex in a cell that has one."""
+    (:mod:`.cell_lists`) name that face for every vertex in a cell that has one; first, the
+    certified walk from the vertex's last closest face (``near_t``): a certified face has the
+    vertex in front (a draped frame: 0.4 ms of cell-list scans, most of them for such vertices)."""
     for i in prange(x.shape[0]):
         side[i] = 1.0
         if one_sided:
@@ -478,6 +480,15 @@ def mesh_frame_sides_segments(x, first, stop, cand, d0, seg_a, seg_b, base_shift
         cell = -1
         off = 0.0
         if standing:
+            t = near_t[i]
+            if t >= 0:
+                ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+                u, v, w, d2 = closest_on_triangle_d2(x[i, 0], x[i, 1], x[i, 2], v0[ia, 0], v0[ia, 1], v0[ia, 2],
+                                                     v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0], v0[ic, 1], v0[ic, 2])
+                if certified_walk(x[i, 0], x[i, 1], x[i, 2], t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
+                                  CERTIFIED_WALK_STEPS)[5]:
+                    side[i] = 1.0
+                    continue
             cell, off = grid_cell(x[i, 0], x[i, 1], x[i, 2], dbounds, dorigin, dinv)
         if cell >= 0 and cell_reach[cell] >= 0.0:
             t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], cell_first, cell_stop, cell_cand,
