@@ -466,7 +466,7 @@ def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangl
     overflows them several times; against a brute-force pass over every triangle, its list must hold
     each triangle within reach (exact segment distance) exactly once, with d0 the midpoint bound of
     a short travel segment, nearest first; the vertices not asked for keep empty lists."""
-    from selvedge.solver.collisions import hash_grid
+    from selvedge.solver.collisions import geometry, hash_grid
     from selvedge.solver.collisions import mesh_kernels as mk
     from selvedge.solver.collisions.geometry import point_triangle_distance
 
@@ -480,7 +480,7 @@ def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangl
     tlo, thi = np.empty((len(tris), 3)), np.empty((len(tris), 3))
     mk.swept_triangle_boxes(verts, verts, tris, radius, tlo, thi)
     center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
-    mk.triangle_spheres(verts, tris, center, rad)
+    geometry.triangle_spheres(verts, tris, center, rad)
     cell, table = 0.05, 4096
     bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
     offsets, cand, d0 = mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table, bucket,
@@ -505,7 +505,7 @@ def test_candidate_query_in_parallel_chunks_gives_the_serial_lists():
     their chunk's first buffers), 2, 3 and 7 chunks must give exactly the one-chunk CSR lists,
     and every list must hold each triangle within reach of its segment (brute force, exact
     segment-triangle distance)."""
-    from selvedge.solver.collisions import hash_grid
+    from selvedge.solver.collisions import geometry, hash_grid
     from selvedge.solver.collisions import mesh_kernels as mk
 
     verts, tris = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 26, np.array([0.0, 0.0, 1.0]))
@@ -520,7 +520,7 @@ def test_candidate_query_in_parallel_chunks_gives_the_serial_lists():
     tlo, thi = np.empty((len(tris), 3)), np.empty((len(tris), 3))
     mk.swept_triangle_boxes(verts, verts, tris, radius, tlo, thi)
     center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
-    mk.triangle_spheres(verts, tris, center, rad)
+    geometry.triangle_spheres(verts, tris, center, rad)
     bucket, items = hash_grid.hash_boxes(tlo, thi, 0.04, 4096, 32)
     runs = [mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, 0.04, 4096, bucket, items, 32,
                                      tris, verts, center, rad, chunks) for chunks in (1, 2, 3, 7)]

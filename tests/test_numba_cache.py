@@ -25,7 +25,7 @@ from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 # first (before any other parallel kernel has run in this process): the broad-phase query on its own,
 # with lists that overflow the first buffers (grown, resumed)
-from selvedge.solver.collisions import hash_grid, mesh_kernels as mk
+from selvedge.solver.collisions import geometry, hash_grid, mesh_kernels as mk
 verts, tris = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 26, np.array([0.0, 0.0, 1.0]))
 rng = np.random.default_rng(7)
 seg_a = np.column_stack([rng.uniform(-0.25, 0.25, 400), rng.uniform(-0.2, 0.2, 400), rng.uniform(0.6, 1.45, 400)])
@@ -34,7 +34,7 @@ pad = np.full(400, 0.1)
 tlo, thi = np.empty((len(tris), 3)), np.empty((len(tris), 3))
 mk.swept_triangle_boxes(verts, verts, tris, 0.004, tlo, thi)
 center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
-mk.triangle_spheres(verts, tris, center, rad)
+geometry.triangle_spheres(verts, tris, center, rad)
 bucket, items = hash_grid.hash_boxes(tlo, thi, 0.02, 4096, 32)
 lists = [mk.mesh_query_candidates(seg_a, seg_b, pad, 0.004, np.ones(400, dtype=np.bool_), tlo, thi, 0.02, 4096,
                                   bucket, items, 32, tris, verts, center, rad, chunks) for chunks in (1, 2)]

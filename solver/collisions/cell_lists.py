@@ -28,12 +28,45 @@ REACH_SLACK_M = 1e-9
 
 
 @njit(**_JIT)
-def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band):
-    """(offsets (cells + 1,), cand, d0, reach (cells,)): CSR lists of the cells, flat index
-    ``(i * ny + j) * nz + k`` of the grid whose centre distances are ``centre`` (from
-    :func:`distance_bounds.centre_distances`, exact up to its band), each sorted by ``d0``, the
-    distance from the cell centre; ``reach`` -1 where D(c) > ``list_band``. ``center`` / ``rad``:
-    the triangles' bounding spheres (cheap rejection). Two sweeps over the triangles (count, fill)."""
+def _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, t_first, cells, faces, dists, count):
+    """(cell, face, distance from the centre) of every face within its cell's ``reach``, for the
+    faces from ``t_first`` on, appended after ``count``. Returns (next face, count): ``tris.shape[0]``
+    when all are done, else the face whose pairs might not fit (resume from it with larger arrays).
+    The arrays are never reassigned here (Numba would count references every iteration)."""
+    nx, ny, nz = shape
+    cell = np.empty((2, 3), dtype=np.int64)
+    for t in range(t_first, tris.shape[0]):
+        cell_range(verts, tris, t, grow, origin, spacing, shape, cell)
+        span = (cell[1, 0] - cell[0, 0] + 1) * (cell[1, 1] - cell[0, 1] + 1) * (cell[1, 2] - cell[0, 2] + 1)
+        if count + span > cells.shape[0]:
+            return t, count
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        for i in range(cell[0, 0], cell[1, 0] + 1):
+            px = origin[0] + (i + 0.5) * spacing
+            for j in range(cell[0, 1], cell[1, 1] + 1):
+                py = origin[1] + (j + 0.5) * spacing
+                for k in range(cell[0, 2], cell[1, 2] + 1):
+                    c = (i * ny + j) * nz + k
+                    r = reach[c]
+                    if r < 0.0:
+                        continue
+                    pz = origin[2] + (k + 0.5) * spacing
+                    g = (px - center[t, 0]) ** 2 + (py - center[t, 1]) ** 2 + (pz - center[t, 2]) ** 2
+                    if g > (r + rad[t]) ** 2:  # bounding sphere beyond reach
+                        continue
+                    d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
+                                                verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+                    if d <= r:
+                        cells[count] = c
+                        faces[count] = t
+                        dists[count] = d
+                        count += 1
+    return tris.shape[0], count
+
+
+@njit(**_JIT)
+def _list_reach(centre, spacing, list_band):
+    """Each cell's list radius D(c) + 2 half diagonals (flat), -1 where D(c) > ``list_band``."""
     nx, ny, nz = centre.shape
     half = 0.5 * sqrt(3.0) * spacing
     reach = np.full(nx * ny * nz, -1.0)
@@ -42,45 +75,51 @@ def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_b
             for k in range(nz):
                 if centre[i, j, k] <= list_band:
                     reach[(i * ny + j) * nz + k] = centre[i, j, k] + 2.0 * half + REACH_SLACK_M
-    offsets = np.zeros(nx * ny * nz + 1, dtype=np.int64)
-    fill = np.zeros(0, dtype=np.int64)
-    cand = np.zeros(0, dtype=np.int64)
-    d0 = np.zeros(0)
-    cell = np.empty((2, 3), dtype=np.int64)
-    for sweep in range(2):
-        for t in range(tris.shape[0]):
-            ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-            cell_range(verts, tris, t, list_band + 2.0 * half + 1e-6, origin, spacing, centre.shape, cell)
-            for i in range(cell[0, 0], cell[1, 0] + 1):
-                px = origin[0] + (i + 0.5) * spacing
-                for j in range(cell[0, 1], cell[1, 1] + 1):
-                    py = origin[1] + (j + 0.5) * spacing
-                    for k in range(cell[0, 2], cell[1, 2] + 1):
-                        c = (i * ny + j) * nz + k
-                        r = reach[c]
-                        if r < 0.0:
-                            continue
-                        pz = origin[2] + (k + 0.5) * spacing
-                        if sqrt((px - center[t, 0]) ** 2 + (py - center[t, 1]) ** 2
-                                + (pz - center[t, 2]) ** 2) - rad[t] > r:
-                            continue
-                        d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2],
-                                                    verts[ib, 0], verts[ib, 1], verts[ib, 2], verts[ic, 0],
-                                                    verts[ic, 1], verts[ic, 2])
-                        if d > r:
-                            continue
-                        if sweep == 0:
-                            offsets[c + 1] += 1
-                        else:
-                            cand[fill[c]] = t
-                            d0[fill[c]] = d
-                            fill[c] += 1
-        if sweep == 0:
-            for c in range(nx * ny * nz):
-                offsets[c + 1] += offsets[c]
-            cand = np.empty(offsets[-1], dtype=np.int64)
-            d0 = np.empty(offsets[-1])
-            fill = offsets[:-1].copy()
-    for c in range(nx * ny * nz):
+    return reach
+
+
+@njit(**_JIT)
+def _sorted_lists(n_cells, cells, faces, dists, count):
+    """The pairs as CSR lists per cell (counting sort), each sorted by distance."""
+    offsets = np.zeros(n_cells + 1, dtype=np.int64)
+    for s in range(count):
+        offsets[cells[s] + 1] += 1
+    for c in range(n_cells):
+        offsets[c + 1] += offsets[c]
+    fill = offsets[:-1].copy()
+    cand = np.empty(count, dtype=np.int64)
+    d0 = np.empty(count)
+    for s in range(count):
+        c = cells[s]
+        cand[fill[c]] = faces[s]
+        d0[fill[c]] = dists[s]
+        fill[c] += 1
+    for c in range(n_cells):
         sort_by_distance(cand, d0, offsets[c], offsets[c + 1])
+    return offsets, cand, d0
+
+
+def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, room_per_cell=64):
+    """(offsets (cells + 1,), cand, d0, reach (cells,)): CSR lists of the cells, flat index
+    ``(i * ny + j) * nz + k`` of the grid whose centre distances are ``centre`` (from
+    :func:`distance_bounds.centre_distances`, exact up to its band), each sorted by ``d0``, the
+    distance from the cell centre; ``reach`` -1 where D(c) > ``list_band``. ``center`` / ``rad``:
+    the triangles' bounding spheres (cheap rejection). One sweep over the triangles (each measures
+    the cells within reach of it), into arrays with ``room_per_cell`` entries a listed cell (the
+    bench body has 58), doubled when full; then a counting sort by cell. The bench body (5k
+    faces, 1.5 cm cells, 3 cm band): 580,000 entries in 40-45 ms."""
+    reach = _list_reach(centre, spacing, list_band)
+    grow = list_band + np.sqrt(3.0) * spacing + 1e-6
+    size = max(16, room_per_cell * int(np.count_nonzero(reach >= 0.0)))
+    cells, faces, dists = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size)
+    t, count = 0, 0
+    while True:
+        t, count = _cell_pairs(verts, tris, center, rad, origin, spacing, centre.shape, reach, grow, t, cells, faces,
+                               dists, count)
+        if t == tris.shape[0]:
+            break
+        size *= 2  # full: twice the room, then go on from face t
+        cells, faces, dists = (np.concatenate([a[:count], np.empty(size - count, dtype=a.dtype)])
+                               for a in (cells, faces, dists))
+    offsets, cand, d0 = _sorted_lists(reach.shape[0], cells, faces, dists, count)
     return offsets, cand, d0, reach

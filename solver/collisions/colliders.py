@@ -55,7 +55,8 @@ import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
-from . import analytic, cell_lists, contacts, convexity, distance_bounds, hash_grid, mesh_kernels, sdf, self_contact
+from . import (analytic, cell_lists, contacts, convexity, distance_bounds, geometry, hash_grid, mesh_kernels, sdf,
+               self_contact)
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 
 
@@ -405,7 +406,7 @@ class Colliders(ContactHandler):
             if m.center.shape[0] != m.mesh.triangles.shape[0]:
                 m.center = np.empty((m.mesh.triangles.shape[0], 3))
                 m.rad = np.empty(m.mesh.triangles.shape[0])
-            mesh_kernels.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
+            geometry.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
         if not self._frame_open:  # (a retried frame is the same frame)
             m.standing = m.motion == 0.0 and m.prev_v0 is not None and np.array_equal(m.prev_v0, m.v0)
             m.prev_v0 = m.v0.copy()
@@ -512,7 +513,8 @@ class Colliders(ContactHandler):
                                          g.items, 32, m.tnorm, m.cert)
         extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
         cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
-        m.dorigin, centre = distance_bounds.centre_distances(m.v0, tris, cell, self.DISTANCE_BOUND_BAND_M)
+        m.dorigin, centre = distance_bounds.centre_distances(m.v0, tris, m.center, m.rad, cell,
+                                                            self.DISTANCE_BOUND_BAND_M)
         m.dbounds = distance_bounds.bounds_from_centres(centre, cell, self.DISTANCE_BOUND_BAND_M)
         m.dinv = 1.0 / cell
         m.dband = self.DISTANCE_BOUND_BAND_M

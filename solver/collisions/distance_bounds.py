@@ -18,15 +18,16 @@ from numba import njit
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ._jit import _JIT
-from .geometry import point_triangle_distance
+from .geometry import point_triangle_distance, triangle_spheres
 
 
 @njit(**_JIT)
-def centre_distances(verts, tris, spacing, band):
+def centre_distances(verts, tris, center, rad, spacing, band):
     """(origin (3,), centre (nx, ny, nz)): the exact distance (m) from each centre of the cells of
     side ``spacing`` over the mesh's box grown by ``band`` to the mesh, where it is at most ``band``
     + half a diagonal (elsewhere that value: no triangle measured the centre). Each triangle
-    measures the centres within that distance of its box."""
+    measures the centres within that distance of its box whose best distance so far its bounding
+    sphere (``center``, ``rad``) could beat."""
     half = 0.5 * sqrt(3.0) * spacing
     origin = np.empty(3)
     shape = np.empty(3, dtype=np.int64)
@@ -49,9 +50,13 @@ def centre_distances(verts, tris, spacing, band):
                 py = origin[1] + (j + 0.5) * spacing
                 for k in range(cell[0, 2], cell[1, 2] + 1):
                     pz = origin[2] + (k + 0.5) * spacing
+                    best = centre[i, j, k]
+                    g = (px - center[t, 0]) ** 2 + (py - center[t, 1]) ** 2 + (pz - center[t, 2]) ** 2
+                    if g >= (best + rad[t]) ** 2:  # its bounding sphere is no nearer than the best so far
+                        continue
                     d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
                                                 verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
-                    if d < centre[i, j, k]:
+                    if d < best:
                         centre[i, j, k] = d
     return origin, centre
 
@@ -82,7 +87,10 @@ def bounds_from_centres(centre, spacing, band):
 def distance_bound_grid(verts, tris, spacing, band):
     """(origin (3,), bounds (nx, ny, nz)): the lower bounds (m) of the cells of side ``spacing``
     over the mesh's box grown by ``band``."""
-    origin, centre = centre_distances(verts, tris, spacing, band)
+    center = np.empty((tris.shape[0], 3))
+    rad = np.empty(tris.shape[0])
+    triangle_spheres(verts, tris, center, rad)
+    origin, centre = centre_distances(verts, tris, center, rad, spacing, band)
     return origin, bounds_from_centres(centre, spacing, band)
 
 

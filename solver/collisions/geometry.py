@@ -116,3 +116,18 @@ def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
     u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
     return sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
                 + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+
+
+@njit(**_JIT)
+def triangle_spheres(v0, tris, center, rad):
+    """Bounding sphere (centroid, largest corner distance) of every triangle at ``v0``."""
+    for t in range(tris.shape[0]):
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        r2 = 0.0
+        for d in range(3):
+            center[t, d] = (v0[ia, d] + v0[ib, d] + v0[ic, d]) / 3.0
+        for k in range(3):
+            j = tris[t, k]
+            r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
+                     + (v0[j, 2] - center[t, 2]) ** 2)
+        rad[t] = sqrt(r2)

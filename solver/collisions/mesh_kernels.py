@@ -377,21 +377,6 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
     return offsets, cand, d0
 
 
-@njit(**_JIT)
-def triangle_spheres(v0, tris, center, rad):
-    """Bounding sphere (centroid, largest corner distance) of every triangle at ``v0``."""
-    for t in range(tris.shape[0]):
-        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        r2 = 0.0
-        for d in range(3):
-            center[t, d] = (v0[ia, d] + v0[ib, d] + v0[ic, d]) / 3.0
-        for k in range(3):
-            j = tris[t, k]
-            r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
-                     + (v0[j, 2] - center[t, 2]) ** 2)
-        rad[t] = sqrt(r2)
-
-
 @njit(inline="always", **_JIT)
 def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
                          motion, seed_t, seed_u, seed_v, seed_w, seed_d2):
