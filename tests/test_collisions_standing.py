@@ -131,15 +131,18 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     shortcuts, a good part of the scans is certified (no list scanned), the rest near the
     colliders scan their cell's list (no vertex gets a candidate list of its own), yet the cloth
     follows the trajectory it follows without them (the certificate's 1 nm tolerance can pick
-    the other of two faces equally near: 1e-9 m)."""
+    the other of two faces equally near: 1e-9 m); so it does with cells of 4-5 cm (a large
+    terrain's), whose lists reach farther out."""
     runs, stats = [], []
-    for use in (True, False):
+    for use, max_cells in ((True, None), (False, None), (True, 300)):
         tv, tt = wavy_terrain(n=21, size=0.5, amplitude=0.02, waves=1.5)
         bv, bt = uv_ellipsoid_mesh(0.08, 24, 12, np.array([0.0, 0.0, 0.12]))
         pos, faces, _ = grid_mesh(20, 20, 0.4, 0.4, origin=(-0.2, -0.2, 0.25))
         contacts = Colliders([TriangleMesh(tv, tt, name="terrain"), TriangleMesh(bv, bt, name="ball")],
                              cloth_thickness=0.004)
         contacts.use_standing_shortcuts = use
+        if max_cells:  # cells of ~4-5 cm (as on a large terrain): the list band grows with them
+            contacts.DISTANCE_BOUND_MAX_CELLS = max_cells
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
         certified = cells = lists = 0
         for f in range(40):
@@ -153,11 +156,13 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     scans = 40 * 10 * 400 * 2
     print(f"\n[standing shortcuts] of {scans} scans: certified {stats[0][0]}, from cell lists {stats[0][1]}; "
           f"candidate lists built after frame 0: {stats[0][2]} (without the shortcuts {stats[1][2]}); "
-          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m; with large cells {stats[2]}, "
+          f"{np.abs(runs[2] - runs[1]).max():.3g} m")
     assert stats[1][:2] == (0, 0) and stats[1][2] > 100
-    assert stats[0][0] > 0.05 * scans and stats[0][1] > 0.01 * scans
-    assert stats[0][2] <= 0.001 * scans  # only a vertex moving fast outside the cells with lists gets one
-    assert np.abs(runs[0] - runs[1]).max() < 1e-9
+    for k in (0, 2):
+        assert stats[k][0] > 0.05 * scans and stats[k][1] > 0.01 * scans
+        assert stats[k][2] <= 0.001 * scans  # only a vertex moving fast outside the cells with lists gets one
+        assert np.abs(runs[k] - runs[1]).max() < 1e-9
     assert runs[0][:, 2].max() < 0.21 and runs[0][:, 2].min() < 0.05  # it fell: on the ball and the terrain
 
 

@@ -491,14 +491,17 @@ class Colliders(ContactHandler):
     DISTANCE_BOUND_BAND_M = 0.05
     #: Most cells of that grid (8 bytes each): a larger mesh (a terrain) gets larger cells.
     DISTANCE_BOUND_MAX_CELLS = 4_000_000
-    #: Cells of that grid whose centre lies within this distance (m) of the mesh get a list of the
-    #: faces that can be the closest to a point in them (:mod:`.cell_lists`); a vertex farther out
-    #: needs a scan only when it moves more than ~1 cm a substep (then: a list of its own).
-    CELL_LIST_BAND_M = 0.03
+    #: Cells of that grid whose centre lies within 2 x the contact radius + half a cell diagonal +
+    #: this distance (m) of the mesh get a list of the faces that can be the closest to a point in
+    #: them (:mod:`.cell_lists`; 3.1 cm for the bench body): a vertex needs a scan where its bound
+    #: (the centre's distance less half a diagonal) is within 2 x the radius + its travel, so one in
+    #: a cell without a list needs one only when it travels farther than this in a substep (then
+    #: it gets a candidate list of its own). The distance grid's band grows to it for large cells.
+    CELL_LIST_TRAVEL_M = 0.01
 
     def _standing_data(self, m, radius):
-        """Face normals, convexity certificates and coarse distance bounds of a standing collider
-        at its positions ``v0`` (kept while they do not change). The certificates take the
+        """Face normals, convexity certificates, coarse distance bounds and closest-face lists per
+        cell of a standing collider at its positions ``v0`` (kept while they do not change). The certificates take the
         frame's triangle grid when there is one, else one of their own that is not kept (a kept
         grid with the smallest cell would serve the capsule queries worse)."""
         if m.standing_v0 is not None and np.array_equal(m.standing_v0, m.v0):
@@ -513,13 +516,14 @@ class Colliders(ContactHandler):
                                          g.items, 32, m.tnorm, m.cert)
         extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
         cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
-        m.dorigin, centre = distance_bounds.centre_distances(m.v0, tris, m.center, m.rad, cell,
-                                                            self.DISTANCE_BOUND_BAND_M)
-        m.dbounds = distance_bounds.bounds_from_centres(centre, cell, self.DISTANCE_BOUND_BAND_M)
+        list_band = self.CELL_LIST_TRAVEL_M + 0.5 * math.sqrt(3.0) * cell + 2.0 * radius
+        band = max(self.DISTANCE_BOUND_BAND_M, list_band)  # (the centre distances are exact up to it)
+        m.dorigin, centre = distance_bounds.centre_distances(m.v0, tris, m.center, m.rad, cell, band)
+        m.dbounds = distance_bounds.bounds_from_centres(centre, cell, band)
         m.dinv = 1.0 / cell
-        m.dband = self.DISTANCE_BOUND_BAND_M
+        m.dband = band
         offsets, m.cell_cand, m.cell_d0, m.cell_reach = cell_lists.closest_face_lists(
-            m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, self.CELL_LIST_BAND_M)
+            m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band)
         m.cell_first, m.cell_stop = offsets[:-1], offsets[1:]
         m.standing_v0 = m.v0.copy()
 
