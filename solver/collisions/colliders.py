@@ -501,9 +501,9 @@ class Colliders(ContactHandler):
 
     def _standing_data(self, m, radius):
         """Face normals, convexity certificates, coarse distance bounds and closest-face lists per
-        cell of a standing collider at its positions ``v0`` (kept while they do not change). The certificates take the
-        frame's triangle grid when there is one, else one of their own that is not kept (a kept
-        grid with the smallest cell would serve the capsule queries worse)."""
+        cell of a standing collider at its positions ``v0`` (kept while they do not change). The
+        certificates take the frame's triangle grid when there is one, else one of their own that
+        is not kept (a kept grid with the smallest cell would serve the capsule queries worse)."""
         if m.standing_v0 is not None and np.array_equal(m.standing_v0, m.v0):
             return
         tris = m.mesh.triangles
@@ -652,8 +652,8 @@ class Colliders(ContactHandler):
                     m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
                     m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
                     m.standing, m.tnorm, m.cert, m.nbr, m.certified, m.dbounds, m.dorigin, m.dinv, m.dband,
-                    m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach, m.cell_scan, self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
-                    count)
+                    m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach, m.cell_scan, self.c_vertex,
+                    self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
                 if attempt == 0:
                     self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
                     self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
