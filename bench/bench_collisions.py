@@ -3,7 +3,8 @@
 A third case puts a signed distance grid of the same body (5 mm spacing, the proxy for a rigid
 body) in place of the mesh; a fourth sways the body mesh (2 cm to each side, 2 s a cycle, as an
 animated character's torso would move), so that it never stands still and gets none of the
-standing collider's shortcuts.
+standing collider's shortcuts; a fifth sways a capsule of about the body's size instead (radius
+15 cm, 70 cm long: the analytic proxy a rig's bones get, see the Blender helper that fits them).
 
 Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
 on the body; the first 6 frames, in the air, are untimed; every kernel is compiled or loaded
@@ -30,7 +31,7 @@ from selvedge_import import import_selvedge  # noqa: E402
 
 import_selvedge()
 from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
-from selvedge.solver.collisions import Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
+from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
 from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
@@ -56,13 +57,18 @@ def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_coll
     return row
 
 
-def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None, sway=False):
+def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None, sway=False,
+             capsule=False):
     """One case; ``sdf_spacing`` (m) replaces the body mesh by a signed distance grid of it (the
-    proxy for a rigid body); ``sway`` moves the body mesh every frame."""
+    proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
-    body = TriangleMesh(body_v, body_t, name="body") if sdf_spacing is None else SDFGrid(body_v, body_t, sdf_spacing,
-                                                                                        name="body")
+    if capsule:
+        body = Capsule(0.15, 0.2, name="body", position=(0.0, 0.0, 1.0))
+    elif sdf_spacing is None:
+        body = TriangleMesh(body_v, body_t, name="body")
+    else:
+        body = SDFGrid(body_v, body_t, sdf_spacing, name="body")
     contacts = Colliders([body], cloth_thickness=0.004,
                          self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
@@ -73,14 +79,19 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
         for f in range(skip + count):
             if sway:
                 frame = f + (0 if phase == "drop" else warmup + frames)
-                contacts.set_mesh_positions("body", body_v + [0.02 * np.sin(2.0 * np.pi * (frame + 1) / 48.0), 0, 0])
+                shift = np.array([0.02 * np.sin(2.0 * np.pi * (frame + 1) / 48.0), 0.0, 0.0])
+                if capsule:
+                    contacts.set_transform("body", shift + [0.0, 0.0, 1.0])
+                else:
+                    contacts.set_mesh_positions("body", body_v + shift)
             t0 = time.perf_counter()
             diag = cloth.step()
             if f >= skip:
                 wall += time.perf_counter() - t0
                 for k, v in diag.timings_ms.items():
                     sums[k] = sums.get(k, 0.0) + v
-        rows.append(_row(name, phase, pos, body_t, substeps, sums, wall, count, diag, self_collision))
+        rows.append(_row(name, phase, pos, body_t[:0] if capsule else body_t, substeps, sums, wall, count, diag,
+                         self_collision))
     return rows
 
 
@@ -116,7 +127,9 @@ def main(argv=None):
                   + run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps,
                              self_collision=False, sdf_spacing=0.005)
                   + run_case("body_mesh_5k_moving", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sway=True)):
+                             self_collision=False, sway=True)
+                  + run_case("body_capsule_moving", args.grid, args.frames, args.settle, args.substeps,
+                             self_collision=False, sway=True, capsule=True)):
             r["repeat"] = repeat
             rows.append(r)
     if args.repeat > 1:
