@@ -132,9 +132,11 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     colliders scan their cell's list (no vertex gets a candidate list of its own), yet the cloth
     follows the trajectory it follows without them (the certificate's 1 nm tolerance can pick
     the other of two faces equally near: 1e-9 m); so it does with cells of 4-5 cm (a large
-    terrain's), whose lists reach farther out."""
+    terrain's), whose lists reach farther out, and with the cell lists over their size limit
+    (a dense mesh: candidate lists, certificates and distance bounds)."""
     runs, stats = [], []
-    for use, max_cells in ((True, None), (False, None), (True, 300)):
+    for use, max_cells, max_entries in ((True, None, None), (False, None, None), (True, 300, None),
+                                        (True, None, 1000)):
         tv, tt = wavy_terrain(n=21, size=0.5, amplitude=0.02, waves=1.5)
         bv, bt = uv_ellipsoid_mesh(0.08, 24, 12, np.array([0.0, 0.0, 0.12]))
         pos, faces, _ = grid_mesh(20, 20, 0.4, 0.4, origin=(-0.2, -0.2, 0.25))
@@ -143,6 +145,8 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
         contacts.use_standing_shortcuts = use
         if max_cells:  # cells of ~4-5 cm (as on a large terrain): the list band grows with them
             contacts.DISTANCE_BOUND_MAX_CELLS = max_cells
+        if max_entries:  # lists too long (a dense mesh): candidate lists, with the other shortcuts
+            contacts.CELL_LIST_MAX_ENTRIES = max_entries
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
         certified = cells = lists = 0
         for f in range(40):
@@ -157,8 +161,11 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     print(f"\n[standing shortcuts] of {scans} scans: certified {stats[0][0]}, from cell lists {stats[0][1]}; "
           f"candidate lists built after frame 0: {stats[0][2]} (without the shortcuts {stats[1][2]}); "
           f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m; with large cells {stats[2]}, "
-          f"{np.abs(runs[2] - runs[1]).max():.3g} m")
+          f"{np.abs(runs[2] - runs[1]).max():.3g} m; without cell lists {stats[3]}, "
+          f"{np.abs(runs[3] - runs[1]).max():.3g} m")
     assert stats[1][:2] == (0, 0) and stats[1][2] > 100
+    assert stats[3][0] > 0.05 * scans and stats[3][1] == 0 and stats[3][2] > 100
+    assert np.abs(runs[3] - runs[1]).max() < 1e-9
     for k in (0, 2):
         assert stats[k][0] > 0.05 * scans and stats[k][1] > 0.01 * scans
         assert stats[k][2] <= 0.001 * scans  # only a vertex moving fast outside the cells with lists gets one
@@ -229,11 +236,13 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
         origin, centre = distance_bounds.centre_distances(verts, tris, center, rad, spacing, band)
         bounds = distance_bounds.bounds_from_centres(centre, spacing, band)
         offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
-                                                                 list_band)
+                                                                 list_band, 10**7)
         assert ((reach >= 0.0) == (centre.ravel() <= list_band)).all() and (reach >= 0.0).sum() > 100
-        cramped = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
+        cramped = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, 10**7,
                                                 room_per_cell=1)  # its arrays fill up and grow several times
         assert all(np.array_equal(a, b) for a, b in zip(cramped, (offsets, cand, d0, reach)))
+        assert cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
+                                             len(cand) - 1) is None  # more entries than allowed: none
         near = verts[rng.integers(verts.shape[0], size=400)] + rng.normal(0.0, 0.015, (400, 3))
         points = np.concatenate([near, rng.uniform(verts.min(axis=0) - 0.03, verts.max(axis=0) + 0.03, (200, 3))])
         checked = longest = 0

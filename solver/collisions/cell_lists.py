@@ -99,7 +99,7 @@ def _sorted_lists(n_cells, cells, faces, dists, count):
     return offsets, cand, d0
 
 
-def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, room_per_cell=64):
+def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, max_entries, room_per_cell=64):
     """(offsets (cells + 1,), cand, d0, reach (cells,)): CSR lists of the cells, flat index
     ``(i * ny + j) * nz + k`` of the grid whose centre distances are ``centre`` (from
     :func:`distance_bounds.centre_distances`, exact up to its band), each sorted by ``d0``, the
@@ -107,10 +107,12 @@ def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_b
     the triangles' bounding spheres (cheap rejection). One sweep over the triangles (each measures
     the cells within reach of it), into arrays with ``room_per_cell`` entries a listed cell (the
     bench body has 58), doubled when full; then a counting sort by cell. The bench body (5k
-    faces, 1.5 cm cells, 3 cm band): 580,000 entries in 40-45 ms."""
+    faces, 1.5 cm cells, 3 cm band): 580,000 entries in 40-45 ms. None when the lists would hold
+    more than ``max_entries`` (16 bytes each; a list grows with the faces per area: a 100k-face
+    body would need ~10 million)."""
     reach = _list_reach(centre, spacing, list_band)
     grow = list_band + np.sqrt(3.0) * spacing + 1e-6
-    size = max(16, room_per_cell * int(np.count_nonzero(reach >= 0.0)))
+    size = min(max(16, room_per_cell * int(np.count_nonzero(reach >= 0.0))), max_entries)
     cells, faces, dists = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size)
     t, count = 0, 0
     while True:
@@ -118,7 +120,9 @@ def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_b
                                dists, count)
         if t == tris.shape[0]:
             break
-        size *= 2  # full: twice the room, then go on from face t
+        if size >= max_entries:
+            return None
+        size = min(2 * size, max_entries)  # full: twice the room, then go on from face t
         cells, faces, dists = (np.concatenate([a[:count], np.empty(size - count, dtype=a.dtype)])
                                for a in (cells, faces, dists))
     offsets, cand, d0 = _sorted_lists(reach.shape[0], cells, faces, dists, count)

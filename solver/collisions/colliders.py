@@ -141,6 +141,7 @@ class _MeshState:
         self.cell_cand = np.zeros(0, dtype=np.int64)
         self.cell_d0 = np.zeros(0)
         self.cell_reach = np.full(1, -1.0)
+        self.has_cell_lists = False
         self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
 
 
@@ -412,8 +413,9 @@ class Colliders(ContactHandler):
             m.prev_v0 = m.v0.copy()
         m.standing &= self.use_clearance_cache and self.use_standing_shortcuts
         first = m.seg_a.shape != x.shape
-        if m.standing:  # no candidate lists: the cell lists name the closest face near the body
+        if m.standing:
             self._standing_data(m, radius)
+        if m.standing and m.has_cell_lists:  # no candidate lists: the cell lists name the closest face
             m.seg_a, m.seg_b = x.copy(), x.copy()
             m.mark = np.full(n, m.cum_motion)
             m.r_built = np.zeros(n)  # a vertex out of the cells with lists that needs a scan is re-queried
@@ -498,6 +500,9 @@ class Colliders(ContactHandler):
     #: a cell without a list needs one only when it travels farther than this in a substep (then
     #: it gets a candidate list of its own). The distance grid's band grows to it for large cells.
     CELL_LIST_TRAVEL_M = 0.01
+    #: Most entries of those lists (16 bytes each; the bench's 5k-face body needs 580,000): a
+    #: denser mesh standing still keeps per-vertex candidate lists (with the other shortcuts).
+    CELL_LIST_MAX_ENTRIES = 4_000_000
 
     def _standing_data(self, m, radius):
         """Face normals, convexity certificates, coarse distance bounds and closest-face lists per
@@ -522,8 +527,14 @@ class Colliders(ContactHandler):
         m.dbounds = distance_bounds.bounds_from_centres(centre, cell, band)
         m.dinv = 1.0 / cell
         m.dband = band
-        offsets, m.cell_cand, m.cell_d0, m.cell_reach = cell_lists.closest_face_lists(
-            m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band)
+        lists = cell_lists.closest_face_lists(m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band,
+                                              self.CELL_LIST_MAX_ENTRIES)
+        m.has_cell_lists = lists is not None
+        if m.has_cell_lists:
+            offsets, m.cell_cand, m.cell_d0, m.cell_reach = lists
+        else:  # too many: candidate lists of the vertices, as for a moving collider
+            offsets, m.cell_cand, m.cell_d0 = np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+            m.cell_reach = np.full(m.dbounds.size, -1.0)  # (every cell of the grid: none has a list)
         m.cell_first, m.cell_stop = offsets[:-1], offsets[1:]
         m.standing_v0 = m.v0.copy()
 
