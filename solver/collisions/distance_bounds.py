@@ -95,31 +95,36 @@ def distance_bound_grid(verts, tris, spacing, band):
 
 
 @njit(inline="always", **_JIT)
-def distance_lower_bound(p0, p1, p2, bounds, origin, inv_spacing, band):
-    """A lower bound (m) of the distance from p to the mesh of a :func:`distance_bound_grid`;
-    0 for a non-finite point."""
+def cell_of(p0, p1, p2, bounds, origin, inv_spacing):
+    """(i, j, k) of the cell of a :func:`distance_bound_grid` holding p; i is -1 outside the grid
+    and -2 for a non-finite point."""
     if not (abs(p0) < 1e6 and abs(p1) < 1e6 and abs(p2) < 1e6):
-        return 0.0
+        return -2, 0, 0
     fi = (p0 - origin[0]) * inv_spacing
     fj = (p1 - origin[1]) * inv_spacing
     fk = (p2 - origin[2]) * inv_spacing
     if not (0.0 <= fi < bounds.shape[0] and 0.0 <= fj < bounds.shape[1] and 0.0 <= fk < bounds.shape[2]):
-        return band
-    return bounds[int(fi), int(fj), int(fk)]
+        return -1, 0, 0
+    return int(fi), int(fj), int(fk)
+
+
+@njit(inline="always", **_JIT)
+def distance_lower_bound(p0, p1, p2, bounds, origin, inv_spacing, band):
+    """A lower bound (m) of the distance from p to the mesh of a :func:`distance_bound_grid`;
+    0 for a non-finite point."""
+    i, j, k = cell_of(p0, p1, p2, bounds, origin, inv_spacing)
+    if i < 0:
+        return band if i == -1 else 0.0
+    return bounds[i, j, k]
 
 
 @njit(inline="always", **_JIT)
 def grid_cell(p0, p1, p2, bounds, origin, inv_spacing):
     """(flat index ``(i * ny + j) * nz + k``, distance from p to that cell's centre) of the cell of a
     :func:`distance_bound_grid` holding p; (-1, 0) outside the grid or for a non-finite point."""
-    if not (abs(p0) < 1e6 and abs(p1) < 1e6 and abs(p2) < 1e6):
+    i, j, k = cell_of(p0, p1, p2, bounds, origin, inv_spacing)
+    if i < 0:
         return -1, 0.0
-    fi = (p0 - origin[0]) * inv_spacing
-    fj = (p1 - origin[1]) * inv_spacing
-    fk = (p2 - origin[2]) * inv_spacing
-    if not (0.0 <= fi < bounds.shape[0] and 0.0 <= fj < bounds.shape[1] and 0.0 <= fk < bounds.shape[2]):
-        return -1, 0.0
-    i, j, k = int(fi), int(fj), int(fk)
     spacing = 1.0 / inv_spacing
     off = sqrt((p0 - origin[0] - (i + 0.5) * spacing) ** 2 + (p1 - origin[1] - (j + 0.5) * spacing) ** 2
                + (p2 - origin[2] - (k + 0.5) * spacing) ** 2)
