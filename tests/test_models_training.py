@@ -148,7 +148,7 @@ def test_unrolled_loss_feeds_each_projected_state_into_the_next_step(tmp_path):
     losses = []
     for steps in (1, 3):
         *_, in_loop, size = unrolled_loss(net, [traj], [(0, f0)], rng, steps)
-        losses.append(float(in_loop))
+        losses.append(float(in_loop.detach()))
     # by hand
     edges, rest, comp = (torch.as_tensor(a) for a in traj.stretch)
     w = torch.as_tensor(traj.inv_mass)
