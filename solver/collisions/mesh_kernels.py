@@ -690,7 +690,10 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
         b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
         c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
-        fn0, fn1, fn2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
+        if standing:  # (the same bits: the faces are at v0, where tnorm was taken)
+            fn0, fn1, fn2 = tnorm[t, 0], tnorm[t, 1], tnorm[t, 2]
+        else:
+            fn0, fn1, fn2 = triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2)
         if fn0 == 0.0 and fn1 == 0.0 and fn2 == 0.0:
             continue
         q0 = u * a0 + v * b0 + w * c0
@@ -722,9 +725,6 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
             C = s * along - radius
         if C > travel + radius:
             continue
-        sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
-        sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
-        sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
         hit[i] = 1
         res[i, 0] = n0
         res[i, 1] = n1
@@ -732,6 +732,12 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
         res[i, 3] = q0
         res[i, 4] = q1
         res[i, 5] = q2
+        if motion == 0.0:  # a collider that does not move: no surface displacement (exactly)
+            res[i, 6] = res[i, 7] = res[i, 8] = 0.0
+            continue
+        sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
+        sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
+        sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
         res[i, 6] = q0 - (u * sa0 + v * sb0 + w * sc0)
         res[i, 7] = q1 - (u * sa1 + v * sb1 + w * sc1)
         res[i, 8] = q2 - (u * sa2 + v * sb2 + w * sc2)
