@@ -43,10 +43,14 @@ def certificates(verts, tris, reach=0.03):
     mesh_kernels.swept_triangle_boxes(verts, verts, tris, 0.0, lo, hi)
     cell = float((hi - lo).max(axis=1).mean())
     bucket, items = hash_grid.hash_boxes(lo, hi, cell, 4096, 32)
-    tnorm = np.empty((tris.shape[0], 3))
-    cert = np.empty(tris.shape[0])
-    convexity.convexity_certificates(verts, tris, center, rad, reach, convexity.COPLANAR_TOL_M, lo, hi, 1.0 / cell,
-                                     4096, bucket, items, 32, tnorm, cert)
+    runs = []
+    for chunks in (1, 3):  # one run of faces, or three in parallel: the same certificates
+        tnorm = np.empty((tris.shape[0], 3))
+        cert = np.empty(tris.shape[0])
+        convexity.convexity_certificates(verts, tris, center, rad, reach, convexity.COPLANAR_TOL_M, lo, hi,
+                                         1.0 / cell, 4096, bucket, items, 32, tnorm, cert, chunks=chunks)
+        runs.append((tnorm, cert))
+    assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
     return tnorm, cert
 
 
@@ -225,7 +229,8 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
     the whole mesh (brute force, to rounding), and every triangle left out of the list is at
     least ``reach - |p - centre|`` away (the bound the narrow phase takes for them). The lists are
     sorted by their distance to the cell centre, which is exact; cells farther than the list band
-    get none. Built in arrays too small for them (grown as they fill), the lists come out the same."""
+    get none. Built in one or three slabs of cells (one per thread), in arrays too small for them
+    (grown as they fill), the centre distances and the lists come out the same."""
     rng = np.random.default_rng(11)
     spacing, band, list_band = 0.015, 0.05, 0.03
     for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
@@ -238,9 +243,12 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
         offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
                                                                  list_band, 10**7)
         assert ((reach >= 0.0) == (centre.ravel() <= list_band)).all() and (reach >= 0.0).sum() > 100
-        cramped = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, 10**7,
-                                                room_per_cell=1)  # its arrays fill up and grow several times
-        assert all(np.array_equal(a, b) for a, b in zip(cramped, (offsets, cand, d0, reach)))
+        for slabs in (1, 3):  # built in other slabs of cells (threads), in arrays that fill up and grow
+            assert np.array_equal(distance_bounds.centre_distances(verts, tris, center, rad, spacing, band,
+                                                                   slabs=slabs)[1], centre)
+            cramped = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
+                                                    10**7, room_per_cell=1, slabs=slabs)
+            assert all(np.array_equal(a, b) for a, b in zip(cramped, (offsets, cand, d0, reach)))
         assert cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
                                              len(cand) - 1) is None  # more entries than allowed: none
         near = verts[rng.integers(verts.shape[0], size=400)] + rng.normal(0.0, 0.015, (400, 3))

@@ -12,12 +12,14 @@ vertices do not move within the frame (a linear blend of moving vertices bends t
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
-from ._jit import _JIT
+from ._jit import _JIT, _JIT_PARALLEL
+from .chunks import equal_chunks
 from .geometry import closest_on_triangle_d2, triangle_normal
 from .hash_grid import boxes_overlapping
 
@@ -50,10 +52,28 @@ def edge_neighbours(tris, n_verts):
     return nbr
 
 
-@njit(**_JIT)
 def convexity_certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                           max_cells, tnorm, cert):
-    """Unit normal ``tnorm[t]`` and certificate ``cert[t]`` (m) of every triangle at ``verts``:
+                           max_cells, tnorm, cert, chunks=None):
+    """Unit normal ``tnorm[t]`` and certificate ``cert[t]`` (m) of every triangle at ``verts``
+    (:func:`_certificates`), in ``chunks`` runs of faces in parallel (one per thread by default;
+    each face writes only its own entries, so the results do not depend on the count)."""
+    bounds = equal_chunks(tris.shape[0], chunks or numba.get_num_threads())
+    _certificate_chunks(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
+                        max_cells, tnorm, cert, bounds)
+
+
+@njit(**_JIT_PARALLEL)
+def _certificate_chunks(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
+                        max_cells, tnorm, cert, bounds):
+    for c in prange(bounds.shape[0] - 1):
+        _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
+                      max_cells, tnorm, cert, bounds[c], bounds[c + 1])
+
+
+@njit(**_JIT)
+def _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
+                  max_cells, tnorm, cert, t_first, t_last):
+    """Unit normal ``tnorm[t]`` and certificate ``cert[t]`` (m) of triangles ``t_first .. t_last - 1``:
     a lower bound of the distance from t to every other triangle with a corner more than ``tol``
     in front of t's plane, capped at ``reach``. Triangles come from the collider's hash grid
     (boxes ``tlo`` / ``thi``); one whose box misses the cube of half side ``rad[t] + reach``
@@ -66,7 +86,7 @@ def convexity_certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_c
     found = np.empty(nt, dtype=np.int64)
     ql = np.empty((1, 3))
     qh = np.empty((1, 3))
-    for t in range(nt):
+    for t in range(t_first, t_last):
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
         n0, n1, n2 = triangle_normal(verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0], verts[ib, 1],
                                      verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])

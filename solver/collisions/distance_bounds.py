@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
-from ._jit import _JIT
+from ._jit import _JIT, _JIT_PARALLEL
 from .geometry import point_triangle_distance, triangle_spheres
 
 
 @njit(**_JIT)
-def centre_distances(verts, tris, center, rad, spacing, band):
-    """(origin (3,), centre (nx, ny, nz)): the exact distance (m) from each centre of the cells of
-    side ``spacing`` over the mesh's box grown by ``band`` to the mesh, where it is at most ``band``
-    + half a diagonal (elsewhere that value: no triangle measured the centre). Each triangle
-    measures the centres within that distance of its box whose best distance so far its bounding
-    sphere (``center``, ``rad``) could beat."""
-    half = 0.5 * sqrt(3.0) * spacing
+def grid_frame(verts, spacing, band):
+    """(origin (3,), shape (3,)): the cells of side ``spacing`` over the mesh's box grown by ``band``."""
     origin = np.empty(3)
     shape = np.empty(3, dtype=np.int64)
     for d in range(3):
@@ -39,12 +35,19 @@ def centre_distances(verts, tris, center, rad, spacing, band):
             hi = max(hi, verts[j, d])
         origin[d] = lo - band
         shape[d] = max(1, int(math.ceil((hi - lo + 2.0 * band) / spacing)))
-    centre = np.full((shape[0], shape[1], shape[2]), band + half)
+    return origin, shape
+
+
+@njit(**_JIT)
+def _centre_distances_slab(verts, tris, center, rad, spacing, band, origin, centre, i_lo, i_hi):
+    """:func:`centre_distances` for the cells of x index ``i_lo .. i_hi - 1`` (a slab: each
+    thread writes only its own cells)."""
+    half = 0.5 * sqrt(3.0) * spacing
     cell = np.empty((2, 3), dtype=np.int64)
     for t in range(tris.shape[0]):
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
         cell_range(verts, tris, t, band + half, origin, spacing, centre.shape, cell)
-        for i in range(cell[0, 0], cell[1, 0] + 1):
+        for i in range(max(cell[0, 0], i_lo), min(cell[1, 0] + 1, i_hi)):
             px = origin[0] + (i + 0.5) * spacing
             for j in range(cell[0, 1], cell[1, 1] + 1):
                 py = origin[1] + (j + 0.5) * spacing
@@ -58,6 +61,30 @@ def centre_distances(verts, tris, center, rad, spacing, band):
                                                 verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
                     if d < best:
                         centre[i, j, k] = d
+
+
+@njit(**_JIT_PARALLEL)
+def _centre_distances_slabs(verts, tris, center, rad, spacing, band, origin, centre, slabs):
+    for s in prange(slabs.shape[0] - 1):
+        _centre_distances_slab(verts, tris, center, rad, spacing, band, origin, centre, slabs[s], slabs[s + 1])
+
+
+def grid_slabs(nx: int, slabs: int | None = None) -> np.ndarray:
+    """Bounds (slabs + 1,) of equal runs of the grid's x index, one per thread by default: a slab's
+    cells are written by one thread only, so the results do not depend on the count."""
+    slabs = max(1, min(int(slabs or numba.get_num_threads()), int(nx)))
+    return (np.arange(slabs + 1) * int(nx)) // slabs
+
+
+def centre_distances(verts, tris, center, rad, spacing, band, slabs=None):
+    """(origin (3,), centre (nx, ny, nz)): the exact distance (m) from each centre of the cells of
+    side ``spacing`` over the mesh's box grown by ``band`` to the mesh, where it is at most ``band``
+    + half a diagonal (elsewhere that value: no triangle measured the centre). Each triangle
+    measures the centres within that distance of its box whose best distance so far its bounding
+    sphere (``center``, ``rad``) could beat; in parallel slabs of cells (:func:`grid_slabs`)."""
+    origin, shape = grid_frame(verts, spacing, band)
+    centre = np.full((shape[0], shape[1], shape[2]), band + 0.5 * math.sqrt(3.0) * spacing)
+    _centre_distances_slabs(verts, tris, center, rad, spacing, band, origin, centre, grid_slabs(shape[0], slabs))
     return origin, centre
 
 
