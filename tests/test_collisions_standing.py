@@ -205,7 +205,10 @@ def test_distance_bounds_never_exceed_the_distance_and_stay_within_a_cell_of_it(
     spacing, band = 0.015, 0.05
     for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
                                 "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}.items():
-        origin, bounds = distance_bounds.distance_bound_grid(verts, tris, spacing, band)
+        center = np.empty((tris.shape[0], 3))
+        rad = np.empty(tris.shape[0])
+        geometry.triangle_spheres(verts, tris, center, rad)
+        origin, _, bounds = distance_bounds.distance_bound_grid(verts, tris, center, rad, spacing, band)
         lo, hi = verts.min(axis=0) - 1.5 * band, verts.max(axis=0) + 1.5 * band
         points = rng.uniform(lo, hi, (300, 3))
         near = verts[rng.integers(verts.shape[0], size=300)] + rng.normal(0.0, 0.01, (300, 3))
@@ -238,8 +241,7 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
         center = np.empty((tris.shape[0], 3))
         rad = np.empty(tris.shape[0])
         geometry.triangle_spheres(verts, tris, center, rad)
-        origin, centre = distance_bounds.centre_distances(verts, tris, center, rad, spacing, band)
-        bounds = distance_bounds.bounds_from_centres(centre, spacing, band)
+        origin, centre, bounds = distance_bounds.distance_bound_grid(verts, tris, center, rad, spacing, band)
         offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
                                                                  list_band, 10**7)
         assert ((reach >= 0.0) == (centre.ravel() <= list_band)).all() and (reach >= 0.0).sum() > 100

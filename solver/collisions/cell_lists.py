@@ -35,7 +35,7 @@ def _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, i
     ``count``. Returns (next face, count): ``tris.shape[0]`` when all are done, else the face whose
     pairs might not fit (resume from it with larger arrays). The arrays are never reassigned here
     (Numba would count references every iteration)."""
-    nx, ny, nz = shape
+    ny, nz = shape[1], shape[2]
     cell = np.empty((2, 3), dtype=np.int64)
     for t in range(t_first, tris.shape[0]):
         cell_range(verts, tris, t, grow, origin, spacing, shape, cell)

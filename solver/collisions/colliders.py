@@ -524,8 +524,7 @@ class Colliders(ContactHandler):
         cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
         list_band = self.CELL_LIST_TRAVEL_M + 0.5 * math.sqrt(3.0) * cell + 2.0 * radius
         band = max(self.DISTANCE_BOUND_BAND_M, list_band)  # (the centre distances are exact up to it)
-        m.dorigin, centre = distance_bounds.centre_distances(m.v0, tris, m.center, m.rad, cell, band)
-        m.dbounds = distance_bounds.bounds_from_centres(centre, cell, band)
+        m.dorigin, centre, m.dbounds = distance_bounds.distance_bound_grid(m.v0, tris, m.center, m.rad, cell, band)
         m.dinv = 1.0 / cell
         m.dband = band
         lists = cell_lists.closest_face_lists(m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band,

@@ -19,7 +19,7 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
-from .geometry import point_triangle_distance, triangle_spheres
+from .geometry import point_triangle_distance
 
 
 @njit(**_JIT)
@@ -111,14 +111,12 @@ def bounds_from_centres(centre, spacing, band):
     return bounds
 
 
-def distance_bound_grid(verts, tris, spacing, band):
-    """(origin (3,), bounds (nx, ny, nz)): the lower bounds (m) of the cells of side ``spacing``
-    over the mesh's box grown by ``band``."""
-    center = np.empty((tris.shape[0], 3))
-    rad = np.empty(tris.shape[0])
-    triangle_spheres(verts, tris, center, rad)
-    origin, centre = centre_distances(verts, tris, center, rad, spacing, band)
-    return origin, bounds_from_centres(centre, spacing, band)
+def distance_bound_grid(verts, tris, center, rad, spacing, band, slabs=None):
+    """(origin (3,), centre (nx, ny, nz), bounds (nx, ny, nz)): the exact centre distances of the
+    cells of side ``spacing`` over the mesh's box grown by ``band`` (:func:`centre_distances`,
+    ``center`` / ``rad`` the triangles' bounding spheres) and the cells' lower bounds."""
+    origin, centre = centre_distances(verts, tris, center, rad, spacing, band, slabs)
+    return origin, centre, bounds_from_centres(centre, spacing, band)
 
 
 @njit(inline="always", **_JIT)

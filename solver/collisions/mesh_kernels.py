@@ -652,14 +652,13 @@ def mesh_narrow_phase_segments(x_start, x_pred, seg_a, seg_b, r_built, base_shif
                 from_cache[i] = True
             else:
                 seed = t  # measured: it starts the scan
-        if cached or certified[i]:
-            pass
-        elif cell >= 0:
+        answered = cached or certified[i]
+        if not answered and cell >= 0:
             cell_scan[i] = True
             best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, cell_first, cell_stop, cell_cand, cell_d0,
                                                               cell, tris, v0, t_end, v1, dev, limit, center, rad,
                                                               motion, seed, u, v, w, d2)
-        elif stop[i] > first[i] or seed >= 0:
+        elif not answered and (stop[i] > first[i] or seed >= 0):
             best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
                                                               v1, dev, limit, center, rad, motion, seed, u, v, w, d2)
         found = sqrt(d2) if best_t >= 0 else 1e300
