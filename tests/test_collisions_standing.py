@@ -34,10 +34,22 @@ def two_sheets(gap=0.01):
     return np.concatenate([pos, upper]), np.concatenate([faces, faces + len(pos)])
 
 
-def certificates(verts, tris, reach=0.03):
+def spheres(verts, tris):
+    """The triangles' bounding spheres (centres, radii), as the collider keeps them."""
     center = np.empty((tris.shape[0], 3))
     rad = np.empty(tris.shape[0])
     geometry.triangle_spheres(verts, tris, center, rad)
+    return center, rad
+
+
+def grid_test_meshes():
+    """The closed ellipsoid, the wavy terrain and the two sheets of the distance-grid tests."""
+    return {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
+            "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}
+
+
+def certificates(verts, tris, reach=0.03):
+    center, rad = spheres(verts, tris)
     lo = np.empty((tris.shape[0], 3))
     hi = np.empty((tris.shape[0], 3))
     mesh_kernels.swept_triangle_boxes(verts, verts, tris, 0.0, lo, hi)
@@ -203,12 +215,8 @@ def test_distance_bounds_never_exceed_the_distance_and_stay_within_a_cell_of_it(
     the point is within half a diagonal of the centre); outside the grid it is the band."""
     rng = np.random.default_rng(3)
     spacing, band = 0.015, 0.05
-    for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
-                                "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}.items():
-        center = np.empty((tris.shape[0], 3))
-        rad = np.empty(tris.shape[0])
-        geometry.triangle_spheres(verts, tris, center, rad)
-        origin, _, bounds = distance_bounds.distance_bound_grid(verts, tris, center, rad, spacing, band)
+    for name, (verts, tris) in grid_test_meshes().items():
+        origin, _, bounds = distance_bounds.distance_bound_grid(verts, tris, *spheres(verts, tris), spacing, band)
         lo, hi = verts.min(axis=0) - 1.5 * band, verts.max(axis=0) + 1.5 * band
         points = rng.uniform(lo, hi, (300, 3))
         near = verts[rng.integers(verts.shape[0], size=300)] + rng.normal(0.0, 0.01, (300, 3))
@@ -236,11 +244,8 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
     (grown as they fill), the centre distances and the lists come out the same."""
     rng = np.random.default_rng(11)
     spacing, band, list_band = 0.015, 0.05, 0.03
-    for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
-                                "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}.items():
-        center = np.empty((tris.shape[0], 3))
-        rad = np.empty(tris.shape[0])
-        geometry.triangle_spheres(verts, tris, center, rad)
+    for name, (verts, tris) in grid_test_meshes().items():
+        center, rad = spheres(verts, tris)
         origin, centre, bounds = distance_bounds.distance_bound_grid(verts, tris, center, rad, spacing, band)
         offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
                                                                  list_band, 10**7)
