@@ -3,7 +3,7 @@
 #
 #   scripts/check_blender_42.sh                 # newest bpy 4.2.x on PyPI, default test files
 #   BPY42=4.2.23 scripts/check_blender_42.sh    # a given 4.2 release
-#   scripts/check_blender_42.sh tests/test_blender_ui.py -k panel   # other pytest arguments
+#   scripts/check_blender_42.sh tests/blender/test_sidebar_panels.py -k panel   # other pytest arguments
 #
 # The venv is .venv42 (ignored by git), created with Python 3.11 (what Blender 4.2 ships) and
 # holding bpy 4.2.x, numpy<2 (Blender 4.2 ships numpy 1.26) and the numba/llvmlite pins of
@@ -40,7 +40,7 @@ fi
 if [ "$#" -gt 0 ]; then
   TESTS=("$@")
 else
-  TESTS=(tests/test_blender_bake.py tests/test_blender_properties.py tests/test_blender_colliders.py tests/test_blender_ui.py)
+  TESTS=(tests/blender/test_bake_operators.py tests/blender/test_scene_properties.py tests/blender/test_colliders_in_bakes.py tests/blender/test_sidebar_panels.py)
 fi
 REPORT="$(mktemp -t selvedge-bpy42-XXXXXX.txt)"
 # The bpy 4.2 module segfaults when the interpreter exits after any class with a Python callback

@@ -1,7 +1,7 @@
 """Blender scenes and the reference solver run shared by the bpy tests.
 
 Plain functions, no fixtures. ``bpy`` and ``selvedge`` are imported inside the functions:
-``tests/test_blender_package.py`` imports this module in a child process (``python -S``) where
+``tests/blender/test_extension_package.py`` imports this module in a child process (``python -S``) where
 nothing but the standard library and NumPy may be needed at import time, and where ``selvedge``
 is the installed extension.
 """

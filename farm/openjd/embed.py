@@ -2,7 +2,7 @@
 
 The template embeds both task scripts and the module they share (so a worker needs only Blender
 and the Selvedge extension, not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
-tests/test_farm_openjd.py fails while the embedded copies differ from the files.
+tests/farm/test_openjd_template.py fails while the embedded copies differ from the files.
 """
 import re
 import sys

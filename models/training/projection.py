@@ -5,7 +5,7 @@ multipliers, no damping) followed by ``kernels.apply_jacobi`` (averaging by hit 
 over-relaxation omega). Used to train with the projection in the loop (002 sec. 5 stage two)
 and, with the same iterations and omega, by the runtime's residual mode
 (``models.coupling.LearnedCoupling``), so training and run time project the same way.
-Tested against the Numba kernels in tests/test_models_training.py.
+Tested against the Numba kernels in tests/models/test_training.py.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ not depend on the chunk count nor on the thread count.
 
 The Numba side is a ``fill_chunks`` kernel with a ``prange`` over chunks; the loop that grows
 full buffers lives here, in Python: a cached Numba function that calls a parallel one crashes
-once loaded from the on-disk cache (numba/numba#8578, ``tests/test_numba_cache.py``).
+once loaded from the on-disk cache (numba/numba#8578, ``tests/solver/test_kernels_from_disk_cache.py``).
 """
 from __future__ import annotations
 

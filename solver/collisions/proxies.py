@@ -228,7 +228,7 @@ class SDFGrid(AnalyticCollider):
     the mesh's box grown by ``margin`` (default ``band``), exact (closest triangle) within
     ``band`` (default 3 x spacing) of the surface, a chamfer over-estimate farther; sign by
     ray-crossing parity. Queries interpolate trilinearly; the normal is the normalised
-    gradient of the interpolant. Accuracy (measured in tests/test_collisions_sdf.py on a
+    gradient of the interpolant. Accuracy (measured in tests/collisions/test_sdf_grid.py on a
     sphere and a box): |error| < 2 spacing^2 / R near a faceted smooth part of curvature
     radius R, exact on flat faces, up to ~spacing at sharp edges and corners (trilinear
     interpolation rounds them). Use

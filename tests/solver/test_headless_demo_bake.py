@@ -8,7 +8,7 @@ import numpy as np
 
 from selvedge.solver import grid_mesh
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_demo():

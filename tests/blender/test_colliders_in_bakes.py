@@ -450,7 +450,7 @@ def test_demo_blender_writes_a_blend_cache_and_preview_that_agree(tmp_path, caps
 
     from selvedge.solver.io_pc2 import read_pc2
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("selvedge_demo_blender", root / "scripts" / "demo_blender.py")
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)

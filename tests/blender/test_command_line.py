@@ -4,7 +4,7 @@ Shots are tiny .blend files built here from primitives (a 5x5 grid cloth pinned 
 by a vertex group, its object moved and rotated with location keys) and saved with *other*
 settings than the command line asks for (10 substeps, frames 1-20), so the flags must reach the
 bake. The caches are compared with a direct solver run of the same inputs (the reference of
-tests/test_blender_bake.py), frame by frame, and one shot is reopened after ``--save`` to read
+tests/blender/test_bake_operators.py), frame by frame, and one shot is reopened after ``--save`` to read
 the cache back through Blender's own Mesh Cache modifier. Failures (missing .blend, no cloth,
 unwritable cache folder, a pin that teleports mid-bake) must fail their shot clearly, leave no
 partial cache and leave the other shots' caches in place.
@@ -26,7 +26,7 @@ from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacke
 from selvedge.operators import cli_support
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "cli.py"
 FIRST, LAST = 1, 6
 SUBSTEPS = 4

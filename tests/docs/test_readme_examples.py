@@ -4,7 +4,7 @@ import re
 import struct
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):

@@ -32,13 +32,13 @@ import yaml
 from blender_scenes import evaluated_co, factory_scene, grid_cloth, save_shot, stacked_reference_run
 from selvedge.solver.io_pc2 import read_pc2
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "farm" / "openjd" / "selvedge_bake_render.yaml"
 OPENJD = Path(sys.executable).with_name("openjd")
 FIRST, LAST, CHUNK = 1, 4, 2
 SUBSTEPS = 4
 SIZE = 32
-#: Same bound as tests/test_blender_bake.py: float32 positions of about 1 m, a few ulps.
+#: Same bound as tests/blender/test_bake_operators.py: float32 positions of about 1 m, a few ulps.
 ATOL = 1e-6
 
 #: A stand-in for the `blender` executable: `blender -b [--python-exit-code N] -P SCRIPT -- ARGS`

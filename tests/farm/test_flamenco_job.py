@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JOB_TYPE_FILE = ROOT / "farm" / "flamenco" / "selvedge_bake_render.js"
 NODE = shutil.which("node")
 

@@ -18,7 +18,7 @@
    development environment's numba) on the same inputs, as ``test_blender_bake`` does: the
    installed extension's playback must match it to float32 precision.
 
-The child is this file run as a script (``python -S tests/test_blender_package.py child ...``),
+The child is this file run as a script (``python -S tests/blender/test_extension_package.py child ...``),
 so nothing at module level may need more than the standard library and NumPy.
 """
 import hashlib
@@ -36,11 +36,12 @@ from pathlib import Path
 
 if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
     sys.path.insert(0, sys.argv[4])  # the child's Blender-like site folder, before NumPy is imported
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helper modules
 
 import numpy as np  # noqa: E402
-from blender_scenes import evaluated_co, grid_cloth  # noqa: E402  (tests/ is sys.path[0] in the child)
+from blender_scenes import evaluated_co, grid_cloth  # noqa: E402  (tests/ is on sys.path in the child)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIRST, LAST = 1, 6  # the frame range of test_blender_bake's reference run
 FRAMES = (FIRST, 2, 4, LAST)
 ATOL = 1e-6  # as in test_blender_bake: a few float32 ulps of ~1 m positions
@@ -378,7 +379,7 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
 
     import selvedge
 
-    bake_tests = load_module("selvedge_test_blender_bake_reference", ROOT / "tests" / "test_blender_bake.py")
+    bake_tests = load_module("selvedge_test_blender_bake_reference", ROOT / "tests" / "blender" / "test_bake_operators.py")
     assert (bake_tests.FIRST, bake_tests.LAST) == (FIRST, LAST)
     bpy.ops.wm.read_factory_settings(use_empty=True)
     selvedge.register()
