@@ -272,8 +272,12 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from importlib import import_module
+
     try:
-        sys.exit(main())
+        status = main()
     except RuntimeError as error:  # operator failures arrive as RuntimeError with Blender's report
         print(f"Selvedge demo failed: {error}", file=sys.stderr)
-        sys.exit(1)
+        status = 1
+    # The 4.x bpy modules crash (4.2) or hang (4.5) in their own teardown at exit: see module_exit.py.
+    import_module(selvedge.__name__ + ".module_exit").exit_process(status)
