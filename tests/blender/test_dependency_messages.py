@@ -199,3 +199,17 @@ def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
     assert not missing, (missing, error)
     assert "Traceback" not in output, output[-4000:]
     assert got["files"] == [] and got["modifiers"] == []  # nothing written, the scene as it was
+
+
+def test_the_messages_name_the_pins_the_build_bundles():
+    """dependencies.py's versions are requirements/solver.txt's and scripts/build_extension.py's."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("selvedge_dependencies_pins", ROOT / "dependencies.py")
+    dependencies = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dependencies)
+    build_script = (ROOT / "scripts" / "build_extension.py").read_text()
+    onnxruntime = re.search(r'^ONNXRUNTIME = "onnxruntime==([^"]+)"', build_script, re.M).group(1)
+    assert (dependencies.NUMBA, dependencies.LLVMLITE, dependencies.ONNXRUNTIME) == \
+        (PINS["numba"], PINS["llvmlite"], onnxruntime)
