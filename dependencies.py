@@ -209,3 +209,26 @@ def compile_solver() -> float:
     cloth = Cloth(vertices, faces, uvs=uvs, contact_handler=colliders)
     cloth.step()
     return time.perf_counter() - t0
+
+
+def prepare_bake(report, network_mode: str = "OFF", show_status=None):
+    """What an operator runs before a bake: the packages loaded (:class:`DependencyError` when not)
+    and, on the first bake after install, the Numba compile announced and done.
+
+    ``report`` is the operator's ``self.report``; ``show_status`` (interactive runs) puts the
+    announcement in the status bar before the compile blocks. Returns the compile's seconds, or
+    None when the cache already held the kernels.
+    """
+    require_solver()
+    if network_mode != "OFF":
+        require_network()
+    if solver_compiled_before():
+        return None
+    message = ("Selvedge: first bake on this machine: compiling the solver with Numba (once per machine and "
+               f"Selvedge version, ~10 s on an idle core; cached in {solver_cache_folder()})")
+    report({"INFO"}, message)
+    if show_status is not None:
+        show_status(message)
+    seconds = compile_solver()
+    report({"INFO"}, f"Selvedge: solver compiled in {seconds:.1f} s; later bakes load it from the cache")
+    return seconds

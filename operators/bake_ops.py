@@ -15,10 +15,27 @@ def _failure_message(error: BaseException) -> str:
 
 
 def _expected_errors():
-    from ..solver.errors import SelvedgeError
-    from .bake import BakeError
+    """The errors a bake reports as one message. Importing the solver's error classes imports numba:
+    when that fails, the dependency error (already raised and reported) is the one to catch."""
+    from ..dependencies import DependencyError
 
-    return (BakeError, SelvedgeError, OSError, ValueError)
+    try:
+        from ..solver.errors import SelvedgeError
+        from .bake import BakeError
+    except ImportError:
+        return (DependencyError, OSError, ValueError)
+    return (DependencyError, BakeError, SelvedgeError, OSError, ValueError)
+
+
+def _prepare(operator, context, interactive: bool = False):
+    """Packages loaded (one readable DependencyError otherwise); the first bake's compile announced."""
+    from ..dependencies import prepare_bake
+
+    def show_status(message):
+        context.workspace.status_text_set(message)
+        bpy.ops.wm.redraw_timer(type="DRAW_WIN_SWAP", iterations=1)  # paint it before the compile blocks
+
+    prepare_bake(operator.report, context.scene.selvedge.network_mode, show_status if interactive else None)
 
 
 class _BakeOperator:
@@ -42,6 +59,7 @@ class _BakeOperator:
 
     def execute(self, context):
         try:
+            _prepare(self, context)
             job = self.make_job(context)
             while job.step():
                 pass
@@ -56,8 +74,10 @@ class _BakeOperator:
         if bpy.app.background or context.window is None:
             return self.execute(context)
         try:
+            _prepare(self, context, interactive=True)
             self._job = self.make_job(context)
         except _expected_errors() as error:
+            context.workspace.status_text_set(None)
             self.report({"ERROR"}, _failure_message(error))
             return {"CANCELLED"}
         wm = context.window_manager
