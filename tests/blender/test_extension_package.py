@@ -429,12 +429,12 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     assert got["importable_before"] == {name: False for name in PINS}
     # No project source and no venv packages on the child's sys.path: the standard library, the
     # Blender-like site, and tests/ (the scene helpers, which import nothing of Selvedge's).
-    stdlib = Path(os.__file__).resolve().parent
     for entry in got["sys_path"]:
-        path = Path(entry).resolve()
-        assert path in (site, ROOT / "tests") or path.is_relative_to(stdlib) or \
-            path.is_relative_to(Path(sys.base_prefix).resolve()) or path.is_relative_to(user), entry
+        path = Path(os.path.abspath(entry))  # links not followed: the site folder links into this venv
+        assert path in (ROOT / "tests", ROOT / "tests" / "blender") or path.is_relative_to(site) or path.is_relative_to(sys.base_prefix) or \
+            path.is_relative_to(user), entry
         assert "site-packages" not in path.parts or path.is_relative_to(user), entry
+        assert path.is_relative_to(site) or not path.is_relative_to(sys.prefix) or sys.prefix == sys.base_prefix, entry
     assert not got["selvedge_importable"]
 
     # Installed and enabled through Blender's machinery; the wheels for this Python only, in Blender's wheel folder.
