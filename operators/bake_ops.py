@@ -5,9 +5,13 @@ from .errors import EXPECTED_ERRORS, failure_message
 from .modal_job import JobModal, ModalJobOperator
 
 
-def _any_cloth(context) -> bool:
+def poll_any_cloth(cls, context) -> bool:
+    """The poll of every operator that simulates: the scene has a cloth object (else says so)."""
     scene = context.scene
-    return scene is not None and any(o.selvedge.role == "CLOTH" for o in scene.objects)
+    if scene is None or not any(o.selvedge.role == "CLOTH" for o in scene.objects):
+        cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
+        return False
+    return True
 
 
 class BakeModal(JobModal):
@@ -35,10 +39,7 @@ class _BakeOperator(ModalJobOperator):
 
     @classmethod
     def poll(cls, context):
-        if not _any_cloth(context):
-            cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
-            return False
-        return True
+        return poll_any_cloth(cls, context)
 
 
 class SELVEDGE_OT_bake_cache(_BakeOperator):

@@ -31,6 +31,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from . import overlay
+from .bake_ops import poll_any_cloth
 from .modal_job import JobModal, ModalJobOperator
 
 LIVE_KEY = "Selvedge Preview"
@@ -256,9 +257,7 @@ class SELVEDGE_OT_simulate_preview(ModalJobOperator):
 
     @classmethod
     def poll(cls, context):
-        scene = context.scene
-        if scene is None or not any(o.selvedge.role == "CLOTH" for o in scene.objects):
-            cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
+        if not poll_any_cloth(cls, context):
             return False
         if context.mode != "OBJECT":
             cls.poll_message_set("Switch to Object Mode to simulate")
