@@ -13,13 +13,15 @@ Blender's own. What can go wrong, and what the user reads instead of a chained t
 
 :func:`require_solver` and :func:`require_network` import the packages (the bundled copies
 first, see :func:`_bundled_first`) and raise :class:`DependencyError` with a message that names
-what to install or which build to use. This module imports neither bpy nor the solver, so the
-operators can catch its error without importing numba again.
+what to install or which build to use. This module imports neither bpy nor Numba (the solver's
+error classes only), so the operators' ``except`` clause never imports numba again.
 """
 import contextlib
 import os
 import re
 import sys
+
+from .solver.errors import SelvedgeError  # plain Python: the solver package loads Numba lazily
 
 #: The pins of requirements/solver.txt and scripts/build_extension.py (checked by the tests).
 NUMBA, LLVMLITE, ONNXRUNTIME = "0.68.1", "0.50.0", "1.32.0"
@@ -27,8 +29,9 @@ NUMBA, LLVMLITE, ONNXRUNTIME = "0.68.1", "0.50.0", "1.32.0"
 NUMPY_RANGE = "1.22 to 2.5"
 
 
-class DependencyError(RuntimeError):
-    """A package the solver or the network needs does not load; the message says what to do."""
+class DependencyError(SelvedgeError, RuntimeError):
+    """A package the solver or the network needs does not load; the message says what to do (one of the
+    operators' expected errors: reported, never a traceback)."""
 
 
 def _blender_version():

@@ -93,11 +93,11 @@ EXPECTED = {
 }
 
 CHILD_CHECK = """
-import importlib.util, json, sys
+import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
-spec = importlib.util.spec_from_file_location("selvedge_dependencies", sys.argv[2])
-dependencies = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dependencies)
+sys.path.insert(1, sys.argv[2])  # devtools/: the repository imported as the package `selvedge`
+from selvedge_import import import_selvedge
+dependencies = importlib.import_module(import_selvedge().__name__ + ".dependencies")
 try:
     getattr(dependencies, "require_" + sys.argv[3])()
     print(json.dumps({"raised": None}))
@@ -116,7 +116,7 @@ def test_the_loader_names_what_to_install_for_each_failure(tmp_path, case):
     site, keep_site = make_site(tmp_path, case)
     check, words = EXPECTED[case]
     flags = [] if keep_site else ["-S"]
-    child = subprocess.run([sys.executable, *flags, "-c", CHILD_CHECK, str(site), str(ROOT / "dependencies.py"), check],
+    child = subprocess.run([sys.executable, *flags, "-c", CHILD_CHECK, str(site), str(ROOT / "devtools"), check],
                            capture_output=True, text=True, env=child_env(), timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     got = json.loads(child.stdout.strip().splitlines()[-1])
@@ -133,7 +133,7 @@ def test_the_loader_passes_on_the_real_environment(tmp_path):
     """Not vacuous: with this environment's packages the same checks pass (and load the real pins)."""
     code = CHILD_CHECK + "\nimport numba, llvmlite, onnxruntime\nprint(numba.__version__, llvmlite.__version__)\n"
     for check in ("solver", "network"):
-        child = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(ROOT / "dependencies.py"), check],
+        child = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(ROOT / "devtools"), check],
                                capture_output=True, text=True, env=child_env(), timeout=300)
         assert child.returncode == 0, child.stderr[-3000:]
         lines = child.stdout.strip().splitlines()
@@ -203,12 +203,10 @@ def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
 
 def test_the_messages_name_the_pins_the_build_bundles():
     """dependencies.py's versions are requirements/solver.txt's and scripts/build_extension.py's."""
-    import importlib.util
     import re
 
-    spec = importlib.util.spec_from_file_location("selvedge_dependencies_pins", ROOT / "dependencies.py")
-    dependencies = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dependencies)
+    from selvedge import dependencies
+
     build_script = (ROOT / "scripts" / "build_extension.py").read_text()
     onnxruntime = re.search(r'^ONNXRUNTIME = "onnxruntime==([^"]+)"', build_script, re.M).group(1)
     assert (dependencies.NUMBA, dependencies.LLVMLITE, dependencies.ONNXRUNTIME) == \
