@@ -206,9 +206,9 @@ def compile_solver() -> float:
     from .solver.collisions import Box, Capsule, Colliders, Plane, Sphere
 
     vertices, faces, uvs = grid_mesh(4, 4, origin=(0.0, 0.0, 0.1))
-    colliders = Colliders([Plane(), Sphere(0.2, position=(0.5, 0.5, -0.15)),
-                           Capsule(0.05, 0.2, position=(0.2, 0.2, 0.0)), Box((0.1, 0.1, 0.1), position=(0.8, 0.8, 0.0))],
-                          cloth_thickness=0.004)
+    proxies = [Plane(), Sphere(0.2, position=(0.5, 0.5, -0.15)), Capsule(0.05, 0.2, position=(0.2, 0.2, 0.0)),
+               Box((0.1, 0.1, 0.1), position=(0.8, 0.8, 0.0))]
+    colliders = Colliders(proxies, cloth_thickness=0.004)
     cloth = Cloth(vertices, faces, uvs=uvs, contact_handler=colliders)
     cloth.step()
     return time.perf_counter() - t0

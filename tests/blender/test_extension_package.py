@@ -428,11 +428,11 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     assert [d for _, d, _ in got["repos"] if not Path(d).is_relative_to(tmp_path) and "/system" not in d] == []
     assert got["importable_before"] == {name: False for name in PINS}
     # No project source and no venv packages on the child's sys.path: the standard library, the
-    # Blender-like site, and tests/ (the scene helpers, which import nothing of Selvedge's).
+    # Blender-like site, tests/ (the scene helpers, which import nothing of Selvedge's) and the script's folder.
     for entry in got["sys_path"]:
         path = Path(os.path.abspath(entry))  # links not followed: the site folder links into this venv
-        assert path in (ROOT / "tests", ROOT / "tests" / "blender") or path.is_relative_to(site) or path.is_relative_to(sys.base_prefix) or \
-            path.is_relative_to(user), entry
+        assert path in (ROOT / "tests", ROOT / "tests" / "blender") or path.is_relative_to(site) or \
+            path.is_relative_to(sys.base_prefix) or path.is_relative_to(user), entry
         assert "site-packages" not in path.parts or path.is_relative_to(user), entry
         assert path.is_relative_to(site) or not path.is_relative_to(sys.prefix) or sys.prefix == sys.base_prefix, entry
     assert not got["selvedge_importable"]
