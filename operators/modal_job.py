@@ -13,8 +13,13 @@ Only :data:`~.errors.EXPECTED_ERRORS` become reports; anything else is a bug and
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import bpy
 from bpy.types import Operator
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 from .errors import EXPECTED_ERRORS, failure_message
 
@@ -36,7 +41,7 @@ class JobModal:
 
     failure_prefix = "Selvedge failed"
 
-    def __init__(self, job, report, summary=str):
+    def __init__(self, job, report, summary: Callable[[Any], str] = str):
         self.job, self.report, self.summary = job, report, summary
         self.timer = None
 
@@ -138,7 +143,7 @@ class ModalJobOperator(Operator):
         network_mode = scene.selvedge.network_mode if scene is not None else "OFF"
         prepare_bake(self.report, network_mode, show_status if interactive else None)
 
-    def execute(self, context):
+    def execute(self, context) -> set[OperatorReturnItems]:
         try:
             self.prepare(context)
             job = self.make_job(context)
@@ -151,7 +156,7 @@ class ModalJobOperator(Operator):
         self.report({"INFO"}, self.summary(result))
         return {"FINISHED"}
 
-    def invoke(self, context, event):
+    def invoke(self, context, event) -> set[OperatorReturnItems]:
         if not has_ui(context):
             return self.execute(context)
         try:

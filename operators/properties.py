@@ -9,7 +9,7 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, Po
 
 # Blender 4.5+ warns when a "//" path is set on a path property that does not declare support for
 # blend-relative paths; 4.2 does not know the option.
-_BLEND_RELATIVE_PATH = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+_BLEND_RELATIVE_PATH: set = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
 from bpy.types import PropertyGroup
 
 from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
@@ -160,8 +160,10 @@ CLASSES = (SelvedgeObjectSettings, SelvedgeSceneSettings)
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
-    bpy.types.Object.selvedge = PointerProperty(type=SelvedgeObjectSettings)
-    bpy.types.Scene.selvedge = PointerProperty(type=SelvedgeSceneSettings)
+    # Registration assigns a property definition on the class; instances then read the group (what the
+    # type-check stubs declare, scripts/typecheck_stubs.py), hence the ignores.
+    bpy.types.Object.selvedge = PointerProperty(type=SelvedgeObjectSettings)  # pyright: ignore
+    bpy.types.Scene.selvedge = PointerProperty(type=SelvedgeSceneSettings)  # pyright: ignore
 
 
 def unregister():
