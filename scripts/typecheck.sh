@@ -12,7 +12,7 @@
 # errors counted in MAX_OPERATOR_ERRORS (Optional narrowing of context.object / obj.data, operator
 # return sets typed as plain str sets, untyped job objects), and the check fails if that number grows.
 # Lower it as they are fixed; the goal is 0.
-MAX_OPERATOR_ERRORS=113
+MAX_OPERATOR_ERRORS=34
 source "$(dirname "$0")/_venv.sh" requirements/typecheck.txt 3.11 .venvtypes
 "$VENV/bin/python" scripts/typecheck_stubs.py
 export PYRIGHT_PYTHON_FORCE_VERSION="$(sed -n 's/^pyright==//p' requirements/typecheck.txt)"
@@ -20,7 +20,8 @@ if [ "$#" -gt 0 ]; then
   exec "$VENV/bin/pyright" --pythonpath "$VENV/bin/python" "$@"
 fi
 REPORT="$(mktemp -t selvedge-pyright-XXXXXX.json)"
-"$VENV/bin/pyright" --pythonpath "$VENV/bin/python" --outputjson > "$REPORT"
+"$VENV/bin/pyright" --pythonpath "$VENV/bin/python" --outputjson > "$REPORT" || true  # its status: errors or not
+set +e
 "$VENV/bin/python" - "$REPORT" "$MAX_OPERATOR_ERRORS" "$ROOT" <<'PY'
 import collections, json, os, sys
 report, limit, root = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
