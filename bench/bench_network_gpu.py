@@ -94,19 +94,22 @@ def grid_feeds(side: int, seed: int = 0) -> dict[str, dict]:
     return {"no_world": model_inputs(graph, x, v, FRAME_DT), "world": model_inputs(graph, x, v, FRAME_DT, world=world)}
 
 
-def median_ms(fn, repeats: int, warmup: int = 3) -> float:
+def median_ms(fn, repeats: int | None = None, warmup: int = 2, budget_s: float = 3.0) -> float:
+    """Median wall time of ``fn`` in ms after ``warmup`` calls; ``repeats`` None: as many calls as fit
+    in ``budget_s`` judged by the last warm-up call (3 to 50), so a 256k-vertex CPU row stays short."""
+    t = 0.0
     for _ in range(warmup):
+        t0 = time.perf_counter()
         fn()
+        t = time.perf_counter() - t0
+    if repeats is None:
+        repeats = int(np.clip(budget_s / max(t, 1e-6), 3, 50))
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(1e3 * (time.perf_counter() - t0))
     return float(np.median(times))
-
-
-def repeats_for(n_vertices: int) -> int:
-    return int(np.clip(2_000_000 // max(n_vertices, 1), 5, 50))
 
 
 # -- the PyTorch stand-in -------------------------------------------------------------------------
@@ -268,9 +271,9 @@ def latency(sides, cpu_model, cuda_model, standin, dry_run: bool, repeats: int |
         feeds = grid_feeds(side)
         for world, feed in feeds.items():
             n, e, w = feed["node_features"].shape[0], feed["edge_features"].shape[0], feed["world_receivers"].shape[0]
-            reps = repeats or repeats_for(n)
+            reps = repeats
             reference = cpu_model.session.run([OUTPUT_NAME], feed)[0]
-            common = {"vertices": n, "edges": e, "world_edges": w, "world": world == "world", "repeats": reps}
+            common = {"vertices": n, "edges": e, "world_edges": w, "world": world == "world"}
             # the CPU's binding modes only where they stand in for the GPU's (to test them without one)
             rows += ort_rows(cpu_model, feed, reference, reps, common, bound_modes=dry_run and cuda_model is None)
             if cuda_model is not None:
@@ -338,7 +341,7 @@ def main(argv=None):
                          "has it, else the CPU in --dry-run), labelled stand-in")
     ap.add_argument("--sides", type=int, nargs="+", default=None, help=f"grid sides (default {FULL_SIDES})")
     ap.add_argument("--cpu-threads", type=int, default=DEFAULT_THREADS)
-    ap.add_argument("--repeats", type=int, default=None, help="timed calls per row (default: by size, 5-50)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed calls per row (default: ~3 s worth, 3-50)")
     ap.add_argument("--skip-matrix", action="store_true")
     ap.add_argument("--matrix-args", default=None,
                     help="arguments for bench/bench_network.py (default --quick; --dry-run: 4 frames, 1 scene)")
