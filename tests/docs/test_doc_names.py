@@ -7,6 +7,7 @@ calls of that script (``cli.py``: its parser in ``cli_support.py``). The referen
 have to be complete: every registered property and operator, every ``cli.py`` flag, every OpenJD
 job parameter and every bench script has its entry.
 """
+
 import ast
 import re
 import shlex
@@ -62,13 +63,25 @@ def registered():
     from blender_scenes import factory_scene
 
     with factory_scene():
-        groups = {kind: {p.identifier: p for p in getattr(bpy.types, cls).bl_rna.properties["selvedge"]
-                         .fixed_type.properties if p.identifier not in BUILTIN_PROPERTIES}
-                  for kind, cls in (("object", "Object"), ("scene", "Scene"))}
-        groups["wm"] = {p.identifier: p for p in bpy.types.WindowManager.bl_rna.properties
-                        if p.identifier.startswith("selvedge_")}
-        groups["ops"] = {name: {p.identifier: p for p in getattr(bpy.ops.selvedge, name).get_rna_type().properties
-                                if p.identifier != "rna_type"} for name in dir(bpy.ops.selvedge)}
+        groups = {
+            kind: {
+                p.identifier: p
+                for p in getattr(bpy.types, cls).bl_rna.properties["selvedge"].fixed_type.properties
+                if p.identifier not in BUILTIN_PROPERTIES
+            }
+            for kind, cls in (("object", "Object"), ("scene", "Scene"))
+        }
+        groups["wm"] = {
+            p.identifier: p for p in bpy.types.WindowManager.bl_rna.properties if p.identifier.startswith("selvedge_")
+        }
+        groups["ops"] = {
+            name: {
+                p.identifier: p
+                for p in getattr(bpy.ops.selvedge, name).get_rna_type().properties
+                if p.identifier != "rna_type"
+            }
+            for name in dir(bpy.ops.selvedge)
+        }
         yield groups
 
 
@@ -82,8 +95,12 @@ def named_properties(text: str) -> set[tuple[str, str]]:
 
 
 def missing_properties(docs: dict[str, str], registered) -> list[str]:
-    return [f"{page}: {kind}.selvedge.{name}" for page, text in docs.items()
-            for kind, name in sorted(named_properties(text)) if name not in registered[kind]]
+    return [
+        f"{page}: {kind}.selvedge.{name}"
+        for page, text in docs.items()
+        for kind, name in sorted(named_properties(text))
+        if name not in registered[kind]
+    ]
 
 
 @pytest.mark.blender
@@ -91,14 +108,18 @@ def test_every_property_path_in_the_docs_exists(registered):
     assert not missing_properties(all_docs(), registered)
     # The check itself: a page naming a property that does not exist is caught.
     assert missing_properties({"x.md": "set `obj.selvedge.stiffness` and `scene.selvedge.substep`"}, registered) == [
-        "x.md: object.selvedge.stiffness", "x.md: scene.selvedge.substep"]
+        "x.md: object.selvedge.stiffness",
+        "x.md: scene.selvedge.substep",
+    ]
 
 
 def documented_defaults(text: str) -> dict[tuple[str, str], str]:
     """(kind, name) -> the default cell of each row of the properties page's tables."""
     rows = re.findall(r"^\| `(obj|scene|wm)\.selvedge[._](\w+)` \|[^|]*\| `([^`]*)` \|", text, re.M)
-    return {("object", name) if kind == "obj" else ("wm", "selvedge_" + name) if kind == "wm" else (kind, name): default
-            for kind, name, default in rows}
+    return {
+        ("object", name) if kind == "obj" else ("wm", "selvedge_" + name) if kind == "wm" else (kind, name): default
+        for kind, name, default in rows
+    }
 
 
 def default_matches(prop, written: str) -> bool:
@@ -112,11 +133,18 @@ def default_matches(prop, written: str) -> bool:
 @pytest.mark.blender
 def test_properties_page_lists_every_property_with_its_default(registered):
     documented = documented_defaults(PROPERTIES_PAGE.read_text(encoding="utf-8"))
-    undocumented = [f"{kind}: {name}" for kind in ("object", "scene", "wm") for name in registered[kind]
-                    if (kind, name) not in documented]
+    undocumented = [
+        f"{kind}: {name}"
+        for kind in ("object", "scene", "wm")
+        for name in registered[kind]
+        if (kind, name) not in documented
+    ]
     assert not undocumented, "add a row to docs/user/properties.md"
-    wrong = {f"{kind}.{name}": (written, registered[kind][name].default) for (kind, name), written in documented.items()
-             if name in registered[kind] and not default_matches(registered[kind][name], written)}
+    wrong = {
+        f"{kind}.{name}": (written, registered[kind][name].default)
+        for (kind, name), written in documented.items()
+        if name in registered[kind] and not default_matches(registered[kind][name], written)
+    }
     assert not wrong, "documented default (as written, as registered)"
 
 
@@ -131,7 +159,7 @@ def operator_problems(docs: dict[str, str], registered) -> list[str]:
                 prop = registered["ops"][name].get(keyword.arg)
                 if prop is None:
                     problems.append(f"{page}: bpy.ops.selvedge.{name} has no argument {keyword.arg}")
-                elif prop.type == "ENUM" and ast.literal_eval(keyword.value) not in prop.enum_items.keys():
+                elif prop.type == "ENUM" and ast.literal_eval(keyword.value) not in prop.enum_items:
                     problems.append(f"{page}: bpy.ops.selvedge.{name}({keyword.arg}=...) is not one of its values")
     return problems
 
@@ -139,12 +167,16 @@ def operator_problems(docs: dict[str, str], registered) -> list[str]:
 @pytest.mark.blender
 def test_every_operator_in_the_docs_exists_with_its_arguments(registered):
     assert not operator_problems(all_docs(), registered)
-    assert operator_problems({"x.md": "`bpy.ops.selvedge.bake()`, `bpy.ops.selvedge.set_role(role='CLOTHES')`"},
-                             registered) == ["x.md: bpy.ops.selvedge.bake is not an operator",
-                                             "x.md: bpy.ops.selvedge.set_role(role=...) is not one of its values"]
+    assert operator_problems(
+        {"x.md": "`bpy.ops.selvedge.bake()`, `bpy.ops.selvedge.set_role(role='CLOTHES')`"}, registered
+    ) == [
+        "x.md: bpy.ops.selvedge.bake is not an operator",
+        "x.md: bpy.ops.selvedge.set_role(role=...) is not one of its values",
+    ]
     page = OPERATORS_PAGE.read_text(encoding="utf-8")
-    assert not [name for name in registered["ops"] if f"bpy.ops.selvedge.{name}(" not in page], \
+    assert not [name for name in registered["ops"] if f"bpy.ops.selvedge.{name}(" not in page], (
         "add the operator to docs/user/operators.md"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -203,16 +235,22 @@ def test_every_file_and_flag_in_the_docs_exists():
     problems = {page: command_problems(text) for page, text in all_docs().items()}
     assert not {page: p for page, p in problems.items() if p}
     # The check itself.
-    assert command_problems("```sh\n./scripts/demo.sh --frame 4\n.venv/bin/python bench/bench_x.py\n```\n"
-                            "run `cli.py --jobs 2 --job 3`") == [
-        "--frame: not a flag of the script before it", "bench/bench_x.py: no such file",
-        "--job: not a flag of the script before it"]
+    assert command_problems(
+        "```sh\n./scripts/demo.sh --frame 4\n.venv/bin/python bench/bench_x.py\n```\nrun `cli.py --jobs 2 --job 3`"
+    ) == [
+        "--frame: not a flag of the script before it",
+        "bench/bench_x.py: no such file",
+        "--job: not a flag of the script before it",
+    ]
 
 
 def test_command_line_page_names_every_cli_flag():
     every, shown = script_flags(ROOT / "cli.py")
-    named = {span.split()[0].split("=")[0] for span in code_texts(CLI_PAGE.read_text(encoding="utf-8"))
-             if re.match(r"--[a-z]", span)}
+    named = {
+        span.split()[0].split("=")[0]
+        for span in code_texts(CLI_PAGE.read_text(encoding="utf-8"))
+        if re.match(r"--[a-z]", span)
+    }
     assert named <= every, "flags on docs/user/command_line.md that cli.py does not take"
     assert shown - {"--help"} <= named, "add the flag to the table of docs/user/command_line.md"
 
@@ -234,8 +272,9 @@ def test_farm_page_names_every_job_parameter():
 def test_benchmarks_page_has_a_section_per_bench_script():
     page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
-        section = re.search(rf"<!-- bench:{script.stem} -->\n```sh\n(.*?)\n```\n(.*?)<!-- /bench:{script.stem} -->",
-                            page, re.S)
+        section = re.search(
+            rf"<!-- bench:{script.stem} -->\n```sh\n(.*?)\n```\n(.*?)<!-- /bench:{script.stem} -->", page, re.S
+        )
         assert section, f"docs/benchmarks.md has no section for {script.name}"
         assert f"bench/{script.name}" in section.group(1) and "|---" in section.group(2)
 

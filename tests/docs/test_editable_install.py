@@ -4,6 +4,7 @@ The package list in pyproject.toml is explicit (setuptools cannot discover subpa
 mapped onto another name), so a new package folder must be added there; this test says which.
 An editable install was checked by hand in a throwaway venv (``import selvedge`` from any folder).
 """
+
 from pathlib import Path
 
 from setuptools.config.pyprojecttoml import read_configuration
@@ -22,8 +23,10 @@ def test_every_package_folder_is_listed_under_its_selvedge_name():
     on_disk = {"selvedge"} | {
         "selvedge." + ".".join(init.parent.relative_to(ROOT).parts)
         for init in ROOT.rglob("__init__.py")
-        if init.parent != ROOT and init.relative_to(ROOT).parts[0] not in NOT_PACKAGES | {".venv"}
-        and not any(part.startswith(".") for part in init.relative_to(ROOT).parts)}
+        if init.parent != ROOT
+        and init.relative_to(ROOT).parts[0] not in NOT_PACKAGES | {".venv"}
+        and not any(part.startswith(".") for part in init.relative_to(ROOT).parts)
+    }
     assert listed == on_disk, "pyproject.toml [tool.setuptools] packages"
     for name in listed:
         assert (ROOT.joinpath(*name.split(".")[1:]) / "__init__.py").is_file(), name

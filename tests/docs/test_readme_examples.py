@@ -6,6 +6,7 @@ file run in order in one namespace, from an empty folder (they write ``out/...``
 such block is listed in :data:`BLENDER_EXAMPLES` with the way it is run (a new one fails
 :func:`test_every_blender_example_is_run` until it is). docs/history/ is a log, not run.
 """
+
 import os
 import re
 import struct
@@ -33,7 +34,7 @@ def blocks(path: Path, language: str) -> list[str]:
 def block_under(path: Path, heading: str, language: str = "py") -> str:
     """The first ``language`` block after the heading ``heading``."""
     text = path.read_text(encoding="utf-8")
-    section = text[re.search(rf"^#+ {re.escape(heading)}$", text, re.M).end():]
+    section = text[re.search(rf"^#+ {re.escape(heading)}$", text, re.M).end() :]
     return next(body for lang, body in FENCE.findall(section) if lang == language)
 
 
@@ -55,8 +56,9 @@ def run_python_blocks(path: Path, tmp_path, monkeypatch) -> dict:
     return namespace
 
 
-@pytest.mark.parametrize("path", [p for p in doc_files() if blocks(p, "python")],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", [p for p in doc_files() if blocks(p, "python")], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_python_examples_run(path, tmp_path, monkeypatch, capsys):
     run_python_blocks(path, tmp_path, monkeypatch)
     assert capsys.readouterr().out.strip(), "an example prints what it shows"
@@ -107,8 +109,14 @@ def run_script_in_child(path: Path, heading: str, tmp_path) -> subprocess.Comple
     script = tmp_path / "example.py"
     script.write_text(block_under(path, heading), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(importable_selvedge(tmp_path)))
-    proc = subprocess.run([sys.executable, str(script), "--", str(tmp_path / "example")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--", str(tmp_path / "example")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     print(proc.stdout[-3000:], proc.stderr[-2000:])
     assert proc.returncode == 0, proc.stderr
     return proc
@@ -127,7 +135,7 @@ def test_every_blender_example_is_run():
         text = path.read_text(encoding="utf-8")
         for match in FENCE.finditer(text):
             if match.group(1) == "py":
-                heading = re.findall(r"^#+ (.+)$", text[:match.start()], re.M)[-1]
+                heading = re.findall(r"^#+ (.+)$", text[: match.start()], re.M)[-1]
                 found.add((str(path.relative_to(ROOT)), heading))
     assert found == set(BLENDER_EXAMPLES), "add each ```py block to BLENDER_EXAMPLES with a test that runs it"
 
@@ -142,8 +150,9 @@ def test_readme_script_bakes_a_shirt_on_a_body(tmp_path):
 
     with factory_scene() as scene:
         scene.frame_start, scene.frame_end = 1, 6
-        bpy.ops.mesh.primitive_grid_add(x_subdivisions=9, y_subdivisions=9, size=0.6, location=(0, 0, 1.0),
-                                        calc_uvs=True)
+        bpy.ops.mesh.primitive_grid_add(
+            x_subdivisions=9, y_subdivisions=9, size=0.6, location=(0, 0, 1.0), calc_uvs=True
+        )
         shirt = bpy.context.object
         shirt.name = "Shirt"
         waist = [v.index for v in shirt.data.vertices if v.co.y > 0.29]
