@@ -3,7 +3,7 @@
 Read from README.md and docs/**/*.md (docs/history/ is a log of what was, not checked). Property
 paths and operators are checked against what Selvedge registers in the real ``bpy`` module,
 script paths against the repository, and the flags after a script against the ``add_argument``
-calls of that script (``cli.py``: its parser in ``cli_support.py``). The reference pages also
+calls of that script (``cli.py``: its parser in ``cli_core.py`` beside it). The reference pages also
 have to be complete: every registered property and operator, every ``cli.py`` flag, every OpenJD
 job parameter and every bench script has its entry.
 """
@@ -187,8 +187,8 @@ def script_flags(script: Path) -> tuple[set[str], set[str]] | None:
         called = re.findall(r"(scripts/\w+\.py|bench/\w+\.py)", script.read_text(encoding="utf-8"))
         return script_flags(ROOT / called[0]) if called else None
     sources = [script]
-    if script.name == "cli.py":  # its parser lives in its Blender-free half
-        sources += [p for p in ROOT.rglob("cli_support.py") if "tests" not in p.parts and ".venv" not in p.parts]
+    if script.name == "cli.py":  # its parser lives in its Blender-free half, cli_core.py
+        sources += sorted(ROOT.glob("cli_*.py"))
     every, shown = {"--help"}, {"--help"}
     for source in sources:
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
