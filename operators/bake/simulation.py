@@ -11,6 +11,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import bpy
 
@@ -20,17 +21,22 @@ from ..scene_to_solver import (CLOTH_KEYS, SCENE_KEYS, frame_range, material_fro
 from .colliders import collider_objects, proxy_kind, read_colliders
 from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
 
+if TYPE_CHECKING:  # imported when a bake starts (Numba loads with the solver)
+    from ...models.coupling import LearnedCoupling
+    from ...solver.cloth import Cloth
+    from ...solver.collisions import Colliders
+
 
 @dataclass
 class ClothRun:
-    obj: object
+    obj: bpy.types.Object
     reader: EvaluatedReader
-    cloth: object
+    cloth: Cloth
     settings: dict
     warnings: list[str]
-    contacts: object = None
-    #: models.coupling.LearnedCoupling when the scene's learned-network mode is on
-    coupling: object = None
+    contacts: Colliders | None = None
+    #: the network's coupling when the scene's learned-network mode is on
+    coupling: LearnedCoupling | None = None
 
 
 def _disable_previous_results(objects):
@@ -183,6 +189,7 @@ class Simulation:
                         seen = len(run.coupling.events)
                         run.coupling.step(pin_targets=targets * self.unit)
                         diag = run.cloth.last_diagnostics
+                        assert diag is not None  # the coupling's step ran the cloth's
                         for event in run.coupling.events[seen:]:
                             self.log(f"Selvedge: {run.obj.name}, frame {frame}: {event}")
                 except solver.SelvedgeError as error:
