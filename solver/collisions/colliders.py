@@ -48,16 +48,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
-from . import (analytic, cell_lists, contacts, convexity, distance_bounds, geometry, hash_grid, mesh_kernels, sdf,
-               self_contact)
+from . import analytic, contacts, mesh_kernels, sdf, self_contact
+from .mesh_body import StandingParams, TriangleGrid
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
+from .snapshot import ColliderSnapshot, snapshot_of
 
 
 @dataclass
@@ -82,23 +82,17 @@ def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
 
 
-class _TriangleGrid(NamedTuple):
-    """Hash grid of a mesh collider's triangle boxes (grown by ``radius``) at the frame start."""
-    lo: np.ndarray
-    hi: np.ndarray
-    cell: float
-    table: int
-    bucket: np.ndarray
-    items: np.ndarray
-    radius: float
-    extent: float  # mean largest side of the boxes
+def _same_pose(a, b) -> bool:
+    """Two poses of a body with the same positions (the same pose, unless the body forgot it since)."""
+    return a is not None and b is not None and (a is b or np.array_equal(a.vertices, b.vertices))
 
 
 class _MeshState:
     def __init__(self, mesh: TriangleMesh):
         self.mesh = mesh
-        self.v0 = mesh.vertices.copy()
-        self.v1 = mesh.vertices.copy()
+        self.body = mesh.body  # shared with every cloth colliding with this mesh (mesh_body)
+        self.pose0 = self.pose1 = self.body.pose(mesh.vertices)  # the frame's start and end
+        self.v0 = self.v1 = self.pose0.vertices  # (their positions: read, never written)
         self.moved = False
         self.first = np.zeros(0, dtype=np.int64)  # vertex i's candidates: cand[first[i]:stop[i]]
         self.stop = np.zeros(0, dtype=np.int64)
@@ -110,8 +104,8 @@ class _MeshState:
         self.cum_motion = 0.0  # collider motion bound summed over the frames done
         self.seg_a = np.zeros((0, 3))  # the travel segment each vertex's candidate list was built around
         self.seg_b = np.zeros((0, 3))
-        self.grid = None  # hash grid of the triangle boxes at the frame start (built when first needed)
-        self.grid_v0 = None  # the vertex positions it was built on: kept while the collider stands still
+        self.grid = None  # hash grid of the triangle boxes at the frame start (the body's, when first needed)
+        self.grid_pose = None  # the pose it was taken for: kept while the collider stands still
         self.requeried = 0
         self.mark = np.zeros(0)  # cum_motion when it was built
         self.r_built = np.zeros(0)  # the radius it covers
@@ -126,10 +120,10 @@ class _MeshState:
         self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset with clear)
         self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
         self.rad = np.zeros(0)
-        self.nbr = convexity.edge_neighbours(mesh.triangles, mesh.vertices.shape[0])
+        self.nbr = self.body.edge_neighbours
         self.standing = False  # still this frame and the last: the standing shortcuts apply
-        self.prev_v0 = None  # the frame-start positions of the last frame
-        self.standing_v0 = None  # the positions the standing data below were built for
+        self.prev_pose = None  # the frame-start pose of the last frame
+        self.standing_data = None  # the body's standing data (mesh_body.StandingData) copied below
         self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates
         self.cert = np.zeros(0)
         self.dbounds = np.zeros((1, 1, 1))  # coarse distance bounds (distance_bounds): cells,
@@ -143,6 +137,17 @@ class _MeshState:
         self.cell_reach = np.full(1, -1.0)
         self.has_cell_lists = False
         self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
+
+    def set_start(self, pose) -> None:
+        self.pose0, self.v0 = pose, pose.vertices
+
+    def set_end(self, pose) -> None:
+        self.pose1, self.v1 = pose, pose.vertices
+
+    def forget_grid(self) -> None:
+        """Drop the hash grid, this cloth's and the body's (the next frame builds a new one; for tests)."""
+        self.grid = self.grid_pose = None
+        self.pose0.forget_grids()
 
 
 class Colliders(ContactHandler):
@@ -275,9 +280,9 @@ class Colliders(ContactHandler):
             raise ClothInputError(f"mesh collider {key!r}: positions must have shape {m.v1.shape}, got {v.shape}")
         if not np.isfinite(v).all():
             raise ClothInputError(f"mesh collider {key!r}: positions contain NaN or infinite values")
-        m.v1[:] = v
+        m.set_end(m.body.pose(v))
         if teleport:
-            m.v0[:] = v
+            m.set_start(m.pose1)
             m.seg_a = np.zeros((0, 3))  # a jump is not a bounded motion: rebuild every candidate list
 
     def end_frame(self) -> None:
@@ -285,7 +290,7 @@ class Colliders(ContactHandler):
         self.pos0[:] = self.pos1
         self.rot0[:] = self.rot1
         for m in self.meshes:
-            m.v0[:] = m.v1
+            m.set_start(m.pose1)
             m.cum_motion += m.motion
 
     # ------------------------------------------------------------------------------------------
@@ -401,16 +406,13 @@ class Colliders(ContactHandler):
         radius = self.cloth_thickness + m.mesh.thickness
         d = m.v1 - m.v0
         m.motion = float(np.sqrt(np.einsum("ij,ij->i", d, d).max()))
-        if m.grid_v0 is None or not np.array_equal(m.grid_v0, m.v0):  # new positions: new grid, new spheres
+        if not _same_pose(m.grid_pose, m.pose0):  # new positions: new grid, new spheres (the body's, built once)
             m.grid = None
-            m.grid_v0 = m.v0.copy()
-            if m.center.shape[0] != m.mesh.triangles.shape[0]:
-                m.center = np.empty((m.mesh.triangles.shape[0], 3))
-                m.rad = np.empty(m.mesh.triangles.shape[0])
-            geometry.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
+            m.grid_pose = m.pose0
+            m.center, m.rad = m.pose0.spheres()
         if not self._frame_open:  # (a retried frame is the same frame)
-            m.standing = m.motion == 0.0 and m.prev_v0 is not None and np.array_equal(m.prev_v0, m.v0)
-            m.prev_v0 = m.v0.copy()
+            m.standing = m.motion == 0.0 and _same_pose(m.prev_pose, m.pose0)
+            m.prev_pose = m.pose0
         m.standing &= self.use_clearance_cache and self.use_standing_shortcuts
         first = m.seg_a.shape != x.shape
         if m.standing:
@@ -507,36 +509,18 @@ class Colliders(ContactHandler):
 
     def _standing_data(self, m, radius):
         """Face normals, convexity certificates, coarse distance bounds and closest-face lists per
-        cell of a standing collider at its positions ``v0`` (kept while they do not change). The
-        certificates take the frame's triangle grid when there is one, else one of their own that
-        is not kept (a kept grid with the smallest cell would serve the capsule queries worse)."""
-        if m.standing_v0 is not None and np.array_equal(m.standing_v0, m.v0):
+        cell of a standing collider at its positions ``v0``: the body's (:meth:`.mesh_body.BodyPose.standing_data`),
+        built once per pose for every cloth. The certificates take the frame's triangle grid when
+        there is one (they do not depend on its cell)."""
+        params = StandingParams(self.CERTIFICATE_REACH_M, self.DISTANCE_BOUND_CELL_M, self.DISTANCE_BOUND_BAND_M,
+                                self.DISTANCE_BOUND_MAX_CELLS, self.CELL_LIST_TRAVEL_M, self.CELL_LIST_MAX_ENTRIES)
+        d = m.pose0.standing_data(radius, params, m.grid)
+        if d is m.standing_data:
             return
-        tris = m.mesh.triangles
-        if m.tnorm.shape[0] != tris.shape[0]:
-            m.tnorm = np.empty((tris.shape[0], 3))
-            m.cert = np.empty(tris.shape[0])
-        g = m.grid if m.grid is not None and m.grid.radius == radius else self._build_grid(m, radius)
-        convexity.convexity_certificates(m.v0, tris, m.center, m.rad, self.CERTIFICATE_REACH_M,
-                                         convexity.COPLANAR_TOL_M, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket,
-                                         g.items, 32, m.tnorm, m.cert)
-        extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
-        cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
-        list_band = self.CELL_LIST_TRAVEL_M + 0.5 * math.sqrt(3.0) * cell + 2.0 * radius
-        band = max(self.DISTANCE_BOUND_BAND_M, list_band)  # (the centre distances are exact up to it)
-        m.dorigin, centre, m.dbounds = distance_bounds.distance_bound_grid(m.v0, tris, m.center, m.rad, cell, band)
-        m.dinv = 1.0 / cell
-        m.dband = band
-        lists = cell_lists.closest_face_lists(m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band,
-                                              self.CELL_LIST_MAX_ENTRIES)
-        m.has_cell_lists = lists is not None
-        if m.has_cell_lists:
-            offsets, m.cell_cand, m.cell_d0, m.cell_reach = lists
-        else:  # too many: candidate lists of the vertices, as for a moving collider
-            offsets, m.cell_cand, m.cell_d0 = np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
-            m.cell_reach = np.full(m.dbounds.size, -1.0)  # (every cell of the grid: none has a list)
-        m.cell_first, m.cell_stop = offsets[:-1], offsets[1:]
-        m.standing_v0 = m.v0.copy()
+        m.standing_data = d
+        m.tnorm, m.cert, m.dbounds, m.dorigin, m.dinv, m.dband = d.tnorm, d.cert, d.dbounds, d.dorigin, d.dinv, d.dband
+        m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0 = d.cell_first, d.cell_stop, d.cell_cand, d.cell_d0
+        m.cell_reach, m.has_cell_lists = d.cell_reach, d.has_cell_lists
 
     def _query(self, m, seg_a, seg_b, pad, radius, which):
         """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start;
@@ -548,33 +532,21 @@ class Colliders(ContactHandler):
                                                   numba.get_num_threads())
 
     @staticmethod
-    def _grid(m, radius, reach=None) -> _TriangleGrid:
+    def _grid(m, radius, reach=None) -> TriangleGrid:
         """The hash grid of the collider's triangle boxes (grown by ``radius``) at the frame start.
 
         Any cell size gives the same lists; one near max(triangle extent, 2 reach) visits few
         cells and few boxes. A grid is kept while the collider stands still (rebuilding it took
         0.65 ms a frame on bench_collisions' 5k-triangle body) and its cell is within 2x of that;
-        ``reach=None`` takes any grid of this radius (the narrow phase's re-queries).
+        ``reach=None`` takes any grid of this radius (the narrow phase's re-queries). A new one is
+        the body's (:meth:`.mesh_body.BodyPose.grid`: built once per pose, radius and cell for every cloth).
         """
         g = m.grid
         if g is not None and g.radius == radius and (
                 reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0):
             return g
-        m.grid = Colliders._build_grid(m, radius, reach)
+        m.grid = m.pose0.grid(radius, reach)
         return m.grid
-
-    @staticmethod
-    def _build_grid(m, radius, reach=None) -> _TriangleGrid:
-        """A new hash grid of the triangle boxes at ``v0`` (see :meth:`_grid`), not kept."""
-        tris = m.mesh.triangles
-        tlo = np.empty((tris.shape[0], 3))
-        thi = np.empty((tris.shape[0], 3))
-        mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
-        extent = float((thi - tlo).max(axis=1).mean())
-        cell = max(extent, 2.0 * (reach or 0.0), 1e-6)
-        table = _next_pow2(2 * tris.shape[0])
-        bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-        return _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
 
     def _requery(self, m, x_start, x_pred, t_end, h):
         """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from
@@ -719,6 +691,12 @@ class Colliders(ContactHandler):
                 contacts.solve_contacts(x, x_substep_start, inv_mass, self.c_vertex, self.c_normal, self.c_point,
                                   self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, self._n_contacts, self.c_lam,
                                   self.c_friction)
+
+    def snapshot(self) -> ColliderSnapshot:
+        """Every collider at the current frame (start and end poses), as read-only copies (:mod:`.snapshot`):
+        what code outside the collision layer reads instead of this handler's fields."""
+        return snapshot_of(self.analytic, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin,
+                           self.cloth_thickness, [(m.mesh, m.v0, m.v1) for m in self.meshes])
 
     def diagnostics(self) -> dict:
         stats = dict(self._stats)
