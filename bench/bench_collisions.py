@@ -5,6 +5,10 @@ body) in place of the mesh; a fourth sways the body mesh (2 cm to each side, 2 s
 animated character's torso would move), so that it never stands still and gets none of the
 standing collider's shortcuts; a fifth sways a capsule of about the body's size instead (radius
 15 cm, 70 cm long: the analytic proxy a rig's bones get, see the Blender helper that fits them).
+The standing-shortcut cases (docs/design/collisions.md) run the body, a 1.2 m terrain block (a
+wavy height field of 20k faces closed into a solid) and that height field alone (an open sheet,
+which no SDF can hold) as a mesh with and without ``use_standing_shortcuts``, and the body and
+terrain as 5 mm SDF grids; ``--cases`` picks cases by name.
 
 Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
 on the body; the first 6 frames, in the air, are untimed; every kernel is compiled or loaded
@@ -14,6 +18,7 @@ separately (as the Cloth times them), the elastic solve (stretch + shear + bendi
 for comparison, and the frame total.
 
     python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64] [--repeat 3]
+        [--cases body_mesh_5k,body_sdf_5mm,...]
 """
 from __future__ import annotations
 
@@ -57,12 +62,50 @@ def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_coll
     return row
 
 
+def wavy_surface(n=101, size=1.2, amplitude=0.03, waves=2.0, z=1.0):
+    """An open height field z + a sin(2 pi k x / L) cos(2 pi k y / L), (n-1)^2 x 2 triangles facing up."""
+    v, t, _ = grid_mesh(n, n, size, size, origin=(-size / 2, -size / 2, z))
+    k = 2.0 * np.pi * waves / size
+    v[:, 2] += amplitude * np.sin(k * v[:, 0]) * np.cos(k * v[:, 1])
+    return v, np.ascontiguousarray(t, dtype=np.int64)
+
+
+def terrain_block(depth=0.1, **surface):
+    """The wavy surface closed into a solid block ``depth`` deep (a flat bottom, four walls): a
+    rigid terrain that an SDF can hold (an open surface has no inside)."""
+    top, tt = wavy_surface(**surface)
+    n = len(top)
+    bottom = top.copy()
+    bottom[:, 2] = top[:, 2].min() - depth
+    directed = np.concatenate([tt[:, [0, 1]], tt[:, [1, 2]], tt[:, [2, 0]]])
+    inner = set(map(tuple, directed))
+    rim = np.array([(a, b) for a, b in directed if (b, a) not in inner])  # boundary edges as the top uses them
+    walls = np.concatenate([np.stack([rim[:, 1], rim[:, 0], rim[:, 0] + n], axis=1),
+                            np.stack([rim[:, 1], rim[:, 0] + n, rim[:, 1] + n], axis=1)])
+    return np.concatenate([top, bottom]), np.concatenate([tt, tt[:, ::-1] + n, walls]).astype(np.int64)
+
+
+def scene_body(scene):
+    """(vertices, triangles, cloth origin) of the scene's body: the 5k-face torso, the closed terrain
+    block (20k faces on top) or the open wavy sheet alone."""
+    if scene == "terrain":
+        v, t = terrain_block()
+        return v, t, (-0.5, -0.5, 1.1)
+    if scene == "sheet":
+        v, t = wavy_surface()
+        return v, t, (-0.5, -0.5, 1.1)
+    v, t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    return v, t, (-0.5, -0.5, 1.45)
+
+
 def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None, sway=False,
-             capsule=False):
+             capsule=False, scene="body", shortcuts=True):
     """One case; ``sdf_spacing`` (m) replaces the body mesh by a signed distance grid of it (the
-    proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame."""
-    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
-    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
+    proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame;
+    ``scene`` picks the body (:func:`scene_body`); ``shortcuts=False`` turns the standing mesh
+    collider's shortcuts off (``Colliders.use_standing_shortcuts``)."""
+    body_v, body_t, origin = scene_body(scene)
+    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=origin)
     if capsule:
         body = Capsule(0.15, 0.2, name="body", position=(0.0, 0.0, 1.0))
     elif sdf_spacing is None:
@@ -71,6 +114,7 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
         body = SDFGrid(body_v, body_t, sdf_spacing, name="body")
     contacts = Colliders([body], cloth_thickness=0.004,
                          self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
+    contacts.use_standing_shortcuts = shortcuts
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     rows = []
     for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
@@ -95,6 +139,24 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
     return rows
 
 
+#: Case name -> run_case options. The ``*_no_shortcuts`` and ``*_sdf_5mm`` cases measure the
+#: standing mesh collider's shortcuts against an SDF built once (docs/design/collisions.md); the
+#: open sheet has no SDF (an SDF grid needs a closed mesh: SDFGrid refuses an open one).
+CASES = {
+    "body_mesh_5k": dict(self_collision=False),
+    "body_mesh_5k_self_collision": dict(self_collision=True),
+    "body_sdf_5mm": dict(self_collision=False, sdf_spacing=0.005),
+    "body_mesh_5k_moving": dict(self_collision=False, sway=True),
+    "body_capsule_moving": dict(self_collision=False, sway=True, capsule=True),
+    "body_mesh_5k_no_shortcuts": dict(self_collision=False, shortcuts=False),
+    "terrain_mesh_20k": dict(self_collision=False, scene="terrain"),
+    "terrain_mesh_20k_no_shortcuts": dict(self_collision=False, scene="terrain", shortcuts=False),
+    "terrain_sdf_5mm": dict(self_collision=False, scene="terrain", sdf_spacing=0.005),
+    "open_sheet_mesh_20k": dict(self_collision=False, scene="sheet"),
+    "open_sheet_mesh_20k_no_shortcuts": dict(self_collision=False, scene="sheet", shortcuts=False),
+}
+
+
 def warm_up():
     """Compile (or load) every contact kernel before anything is timed: a small sheet lands on the
     body with self-collision on, which also re-queries lost vertices (kernels first called late, in
@@ -117,21 +179,20 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the cases this many times, interleaved, then print one 'summary' line per case "
                              "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="comma-separated case names (default: all): " + ", ".join(CASES))
     args = parser.parse_args(argv)
+    cases = args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
     warm_up()
     rows = []
     for repeat in range(1, args.repeat + 1):
-        for r in (run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
-                  + run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=True)
-                  + run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sdf_spacing=0.005)
-                  + run_case("body_mesh_5k_moving", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sway=True)
-                  + run_case("body_capsule_moving", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sway=True, capsule=True)):
-            r["repeat"] = repeat
-            rows.append(r)
+        for name in cases:
+            for r in run_case(name, args.grid, args.frames, args.settle, args.substeps, **CASES[name]):
+                r["repeat"] = repeat
+                rows.append(r)
     if args.repeat > 1:
         for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
             print(json.dumps(summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])), flush=True)

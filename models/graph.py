@@ -224,21 +224,17 @@ class ColliderState:
 
 
 def collider_state(handler) -> ColliderState | None:
-    """The analytic and triangle-mesh proxies of a contact handler (``Colliders``), or None when it has none."""
-    kind = getattr(handler, "kind", None)
-    if handler is None or kind is None:
+    """The analytic and triangle-mesh proxies of a contact handler (its read-only ``snapshot()``, see
+    ``solver.collisions.snapshot``), or None when it has none."""
+    snapshot = getattr(handler, "snapshot", None)
+    if snapshot is None:
         return None
-    meshes = [(m.mesh.triangles, m.v0.copy(), m.v1.copy(), float(handler.cloth_thickness) + m.mesh.thickness)
-              for m in getattr(handler, "meshes", [])]
-    grids = [(handler.analytic[k], handler.pos0[k].copy(), handler.rot0[k].copy(), handler.pos1[k].copy(),
-              handler.rot1[k].copy(), float(handler.cloth_thickness) + handler.skin[k])
-             for k in getattr(handler, "sdf_index", [])]
-    keep = np.flatnonzero(np.asarray(kind) <= BOX)
-    if keep.size == 0 and not meshes and not grids:
+    s = snapshot()
+    if s.empty:
         return None
-    return ColliderState(np.asarray(kind)[keep].astype(np.int64), handler.dims[keep].copy(), handler.pos0[keep].copy(),
-                         handler.rot0[keep].copy(), handler.pos1[keep].copy(), handler.rot1[keep].copy(),
-                         float(handler.cloth_thickness) + handler.skin[keep], meshes, grids)
+    meshes = [(m.triangles, m.vertices_start, m.vertices_end, m.gap) for m in s.meshes]
+    grids = [(g.grid, g.pos0, g.rot0, g.pos1, g.rot1, g.gap) for g in s.grids]
+    return ColliderState(s.kind, s.dims, s.pos0, s.rot0, s.pos1, s.rot1, s.gap, meshes, grids)
 
 
 def mesh_world_edges(tris, v0, v1, points, radius):

@@ -266,7 +266,7 @@ class ColliderSource:
                             "proxies keep their size, so animate location and rotation only or use the Mesh proxy")
 
     def proxies(self, cloth_friction_static: float, cloth_friction_kinetic: float) -> list:
-        """Fresh solver proxies (metres) at the pose last read, for one cloth.
+        """Solver proxies (metres) at the pose last read, for one cloth (a mesh's is shared, see below).
 
         Friction: ``solver.collisions.combined_friction`` of the collider's and the cloth's
         coefficients; a closed mesh is wound outwards and one-sided (``orient_closed_mesh``).
@@ -278,8 +278,15 @@ class ColliderSource:
         mu_s, mu_k = combined_friction(self.friction, cloth_friction_static, cloth_friction_kinetic)
         common = {"thickness": self.thickness, "friction_static": mu_s, "friction_kinetic": mu_k}
         if self.kind == "MESH":
-            triangles, one_sided = orient_closed_mesh(self.vertices, self.triangles)
-            return [TriangleMesh(self.vertices * u, triangles, name=self.name, one_sided=one_sided, **common)]
+            # one proxy per collider for every cloth, each with its friction: the body's data (spheres,
+            # grids, a standing body's cell lists) is then built once for all (solver.collisions.mesh_body)
+            vertices = self.vertices * u
+            shared = getattr(self, "_mesh_proxy", None)
+            if shared is None or not np.array_equal(shared.vertices, vertices):
+                triangles, one_sided = orient_closed_mesh(self.vertices, self.triangles)
+                shared = self._mesh_proxy = TriangleMesh(vertices, triangles, name=self.name, one_sided=one_sided,
+                                                         **common)
+            return [shared.with_friction(mu_s, mu_k)]
         if self.kind == "BONES":
             s0 = [float(np.abs(s).max()) for s in self.scale0]
             return [Capsule(c["radius"] * s * u, 0.5 * c["length"] * s * u, name=name, position=p * u, rotation=q,

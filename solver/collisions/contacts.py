@@ -7,12 +7,26 @@ collider surface's displacement at the contact point over the substep) / ``c_mu_
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT
+
+
+class ContactRows(NamedTuple):
+    """The contact rows a narrow phase writes (see the module docstring), as one argument."""
+    vertex: np.ndarray
+    normal: np.ndarray
+    point: np.ndarray
+    radius: np.ndarray
+    disp: np.ndarray
+    mu_s: np.ndarray
+    mu_k: np.ndarray
 
 
 @njit(inline="always", **_JIT)

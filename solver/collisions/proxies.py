@@ -10,6 +10,7 @@ of :class:`~.colliders.Colliders` adds to it) and Coulomb friction coefficients.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from ..errors import ClothInputError
 from ..transforms import IDENTITY, quaternion_axis_angle, quaternion_between  # noqa: F401  (re-exported)
 from . import analytic, sdf
+from .mesh_body import MeshBody
 
 
 def validated_vector(what: str, value, size: int) -> np.ndarray:
@@ -88,6 +90,14 @@ class Collider:
         self.thickness = _non_negative(f"collider {name!r} thickness", thickness)
         self.friction_static = _non_negative(f"collider {name!r} friction_static", friction_static)
         self.friction_kinetic = _non_negative(f"collider {name!r} friction_kinetic", friction_kinetic)
+
+    def with_friction(self, friction_static: float, friction_kinetic: float) -> "Collider":
+        """This proxy for another cloth, with that cloth's friction coefficients: a copy that shares
+        what this one built (a signed distance grid's distances, a triangle mesh's :attr:`body` and
+        so every cloth's pose data of it), so that each body's data is built once for all cloths."""
+        other = copy.copy(self)
+        Collider.__init__(other, self.name, self.thickness, friction_static, friction_kinetic)
+        return other
 
 
 class AnalyticCollider(Collider):
@@ -216,6 +226,9 @@ class TriangleMesh(Collider):
         self.triangles = t
         self.vertices = v
         self.one_sided = bool(one_sided)
+        #: the body-side data shared by every cloth colliding with this mesh (and by the proxies
+        #: :meth:`with_friction` makes from this one): built once per set of positions
+        self.body = MeshBody(t, v.shape[0])
 
 
 class SDFGrid(AnalyticCollider):

@@ -400,7 +400,7 @@ def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_m
 
     builds = []
     real = hash_grid.hash_boxes
-    monkeypatch.setattr(colliders.hash_grid, "hash_boxes", lambda *a: builds.append(1) or real(*a))
+    monkeypatch.setattr(hash_grid, "hash_boxes", lambda *a: builds.append(1) or real(*a))
     body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
     runs, counts = [], []
     for keep in (True, False):
@@ -417,7 +417,7 @@ def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_m
                 contacts.set_mesh_positions("ball", body_v + [shift, 0.0, 0.0])
                 cloth.step()
                 if not keep:
-                    contacts.meshes[0].grid_v0 = None  # forget it: the next frame builds a new one
+                    contacts.meshes[0].forget_grid()  # forget it: the next frame builds a new one
             per_phase.append(len(builds) - before)
         runs.append(cloth.positions.copy())
         counts.append(per_phase)

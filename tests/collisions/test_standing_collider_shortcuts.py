@@ -12,7 +12,8 @@ import numpy as np
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Colliders, TriangleMesh
-from selvedge.solver.collisions import cell_lists, convexity, distance_bounds, geometry, hash_grid, mesh_kernels
+from selvedge.solver.collisions import (cell_lists, convexity, distance_bounds, geometry, hash_grid, mesh_kernels,
+                                        mesh_narrow_phase)
 from selvedge.solver.collisions.geometry import closest_on_triangle, point_triangle_distance
 from selvedge.solver.mesh import uv_ellipsoid_mesh
 
@@ -275,9 +276,9 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
             assert (exact[others] >= reach[cell] - off - 1e-12).all()
             assert np.allclose(d0[offsets[cell]:offsets[cell + 1]], brute_distances(c, verts, tris)[listed], atol=1e-12)
             assert (np.diff(d0[offsets[cell]:offsets[cell + 1]]) >= 0.0).all()
-            t, *_ = mesh_kernels._mesh_closest_within(p[0], p[1], p[2], offsets[:-1], offsets[1:], cand, d0, cell, tris,
-                                                      verts, 0.0, verts, off, np.inf, center, rad, 0.0, -1, 0.0, 0.0,
-                                                      0.0, 0.0)
+            t, *_ = mesh_narrow_phase._mesh_closest_within(p[0], p[1], p[2], offsets[:-1], offsets[1:], cand, d0, cell,
+                                                           tris, verts, 0.0, verts, off, np.inf, center, rad, 0.0, -1,
+                                                           0.0, 0.0, 0.0, 0.0)
             assert exact[t] <= exact.min() + 1e-12
             checked += 1
             longest = max(longest, len(listed))
