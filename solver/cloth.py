@@ -27,6 +27,7 @@ from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
 from .settings import ClothOptions, SolverSettings
+from .shrink import Shrink
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -50,7 +51,8 @@ class Cloth:
     def __init__(self, vertices, faces, *, material: Material | None = None, options: ClothOptions | None = None,
                  settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
                  initial_velocities=None, contact_handler: ContactHandler | None = None,
-                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None):
+                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
+                 shrink: Shrink | None = None):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -132,6 +134,10 @@ class Cloth:
             soft_set.params["slot"] = np.arange(self.soft_pin_index.size, dtype=np.int64)
             sets.append(soft_set)
         sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        for c in sets:
+            if c.kind == "distance":
+                c.params["rest_length_unshrunk"] = c.params["rest_length"].copy()
+        self._edge_rest_unshrunk = self.edge_rest_length.copy()
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
@@ -151,6 +157,9 @@ class Cloth:
         self._dx = np.zeros_like(rest)
         self._hits = np.zeros(n)
         self._no_extra = np.zeros((0, 3))
+        self.shrink = Shrink()
+        if shrink is not None:
+            self.set_shrink(shrink)
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -275,6 +284,24 @@ class Cloth:
         self.v[:] = 0.0 if velocities is None else np.asarray(velocities, dtype=np.float64)
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
+
+    def set_shrink(self, shrink: Shrink) -> None:
+        """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
+        from the unshrunk lengths; call between frames to animate it. Cheap: one pass over the sets."""
+        shrink.validate(self.x.shape[0])
+        self.shrink = shrink
+        n = self.x.shape[0]
+        colored = self._colored[1] if self._colored is not None else []
+        for c in list(self._sets_serial) + list(colored):
+            if c.kind != "distance" or c.count == 0:
+                continue
+            base = c.params["rest_length_unshrunk"]
+            c.params["rest_length"][:] = base if shrink.is_identity else base * shrink.pair_scale(c.vertices, n)
+            c._coefficients = None  # distance_rows hold the rest length
+        if self._fused is not None:
+            self._fused._rows_h = float("nan")
+        base = self._edge_rest_unshrunk
+        self.edge_rest_length[:] = base if shrink.is_identity else base * shrink.pair_scale(self.topology.edges, n)
 
     # ------------------------------------------------------------------------------------------
     def _split_targets(self, pin_targets):
