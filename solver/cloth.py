@@ -28,6 +28,8 @@ from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
 from .settings import ClothOptions, SolverSettings
 from .shrink import Shrink
+from .aerodynamics import Aerodynamics
+from .forces import ExternalForces
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -52,7 +54,7 @@ class Cloth:
                  settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
                  initial_velocities=None, contact_handler: ContactHandler | None = None,
                  acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
-                 shrink: Shrink | None = None):
+                 shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -157,6 +159,11 @@ class Cloth:
         self._dx = np.zeros_like(rest)
         self._hits = np.zeros(n)
         self._no_extra = np.zeros((0, 3))
+        if aerodynamics is not None:
+            aerodynamics.validate()
+        #: force fields and aerodynamics (:mod:`.forces`, :mod:`.aerodynamics`): one call a substep when on
+        self.external_forces = ExternalForces(self.topology.triangles, self.mass, self.inv_mass, force_fields,
+                                              aerodynamics or Aerodynamics())
         self.shrink = Shrink()
         if shrink is not None:
             self.set_shrink(shrink)
@@ -229,7 +236,7 @@ class Cloth:
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
                 or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None):
+                or self.proposal_hook is not None or self.external_forces.active):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -284,6 +291,25 @@ class Cloth:
         self.v[:] = 0.0 if velocities is None else np.asarray(velocities, dtype=np.float64)
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
+
+    @property
+    def force_fields(self) -> list:
+        """The :class:`~.forces.ForceField` list acting on the cloth; assign a new list each frame
+        to follow animated fields (the operators rebuild it from the evaluated scene)."""
+        return self.external_forces.fields
+
+    @force_fields.setter
+    def force_fields(self, fields) -> None:
+        self.external_forces.set_fields(fields)
+
+    @property
+    def aerodynamics(self) -> Aerodynamics:
+        return self.external_forces.aerodynamics
+
+    @aerodynamics.setter
+    def aerodynamics(self, value: Aerodynamics) -> None:
+        value.validate()
+        self.external_forces.aerodynamics = value
 
     def set_shrink(self, shrink: Shrink) -> None:
         """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
@@ -438,6 +464,12 @@ class Cloth:
                     if check_phases and not np.isfinite(extra).all():
                         raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
                 tick("learned", t0)
+            if self.external_forces.active:
+                t0 = clock()
+                extra = self.external_forces.accelerations(self.x, self.v, wind, self.material.air_drag_per_s, h, extra)
+                tick("forces", t0)
+                if check_phases and not np.isfinite(extra).all():
+                    raise _PhaseFailure(f"the force fields or aerodynamics gave non-finite forces in substep {sub + 1}")
             t0 = clock()
             predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
                             self.kinematic_index, self._target_prev, kinematic_end, t_end, h, self._x_substep_start)
