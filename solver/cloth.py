@@ -30,6 +30,7 @@ from .settings import ClothOptions, SolverSettings
 from .shrink import Shrink
 from .aerodynamics import Aerodynamics
 from .forces import ExternalForces
+from .volume import Pressure, VolumeConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -54,7 +55,8 @@ class Cloth:
                  settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
                  initial_velocities=None, contact_handler: ContactHandler | None = None,
                  acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
-                 shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None):
+                 shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None,
+                 pressure: Pressure | None = None):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -164,6 +166,10 @@ class Cloth:
         #: force fields and aerodynamics (:mod:`.forces`, :mod:`.aerodynamics`): one call a substep when on
         self.external_forces = ExternalForces(self.topology.triangles, self.mass, self.inv_mass, force_fields,
                                               aerodynamics or Aerodynamics())
+        #: pressure / volume per closed island (:mod:`.volume`); None while pressure is off
+        self.volume: VolumeConstraints | None = None
+        if pressure is not None:
+            self.set_pressure(pressure)
         self.shrink = Shrink()
         if shrink is not None:
             self.set_shrink(shrink)
@@ -236,7 +242,8 @@ class Cloth:
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
                 or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None or self.external_forces.active):
+                or self.proposal_hook is not None or self.external_forces.active
+                or self.volume is not None):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -310,6 +317,17 @@ class Cloth:
     def aerodynamics(self, value: Aerodynamics) -> None:
         value.validate()
         self.external_forces.aerodynamics = value
+
+    def set_pressure(self, pressure: Pressure) -> None:
+        """Turn pressure on, change it (animatable: call between frames) or off (an inactive Pressure).
+        Raises ClothInputError for a mesh with an open or inconsistently oriented island."""
+        if not pressure.active:
+            pressure.validate(self.x.shape[0])
+            self.volume = None
+        elif self.volume is None:
+            self.volume = VolumeConstraints(self.rest_positions, self.topology.triangles, pressure)
+        else:
+            self.volume.set_pressure(pressure)
 
     def set_shrink(self, shrink: Shrink) -> None:
         """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
@@ -451,6 +469,8 @@ class Cloth:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
+        volume = self.volume
+        volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
             extra = self._no_extra
@@ -505,6 +525,12 @@ class Cloth:
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
+                if volume is not None:
+                    t0 = clock()
+                    volume.project(self.x, self.inv_mass, h, iteration == 0, volume_params)
+                    tick("pressure", t0)
+                    if check_phases:
+                        self._check("the pressure (volume) constraints", sub, h)
                 if handler is not None:
                     t0 = clock()
                     handler.project(self.x, self._x_substep_start, self.inv_mass, h)
