@@ -31,6 +31,7 @@ from .shrink import Shrink
 from .aerodynamics import Aerodynamics
 from .forces import ExternalForces
 from .volume import Pressure, VolumeConstraints
+from .sewing import Sewing, SewingConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -56,7 +57,7 @@ class Cloth:
                  initial_velocities=None, contact_handler: ContactHandler | None = None,
                  acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
                  shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None,
-                 pressure: Pressure | None = None):
+                 pressure: Pressure | None = None, sewing: Sewing | None = None):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -170,6 +171,9 @@ class Cloth:
         self.volume: VolumeConstraints | None = None
         if pressure is not None:
             self.set_pressure(pressure)
+        #: seams (:mod:`.sewing`), None without sewing; ``time_s``: simulated seconds, the seams' clock
+        self.sewing = SewingConstraints(rest, self.topology, self.material, sewing) if sewing is not None else None
+        self.time_s = 0.0
         self.shrink = Shrink()
         if shrink is not None:
             self.set_shrink(shrink)
@@ -243,7 +247,7 @@ class Cloth:
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
                 or self.contact_handler is not None or self.acceleration_hook is not None
                 or self.proposal_hook is not None or self.external_forces.active
-                or self.volume is not None):
+                or self.volume is not None or self.sewing is not None):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -420,6 +424,7 @@ class Cloth:
         if self.contact_handler is not None:
             self.contact_handler.end_frame()
         self.frame += 1
+        self.time_s += frame_dt
         timings["total"] = time.perf_counter() - t_frame
         t0 = time.perf_counter()
         diag = self._diagnostics(frame_dt / self.settings.substeps, strain)
@@ -469,7 +474,7 @@ class Cloth:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
-        volume = self.volume
+        volume, sewing = self.volume, self.sewing
         volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
@@ -513,6 +518,8 @@ class Cloth:
                 tick("learned", t0)
                 if check_phases:
                     self._check("the proposal hook", sub, h)
+            if sewing is not None:
+                sewing.begin_substep(self.x, self.time_s + t_end * frame_dt)
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
@@ -525,6 +532,12 @@ class Cloth:
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
+                if sewing is not None:
+                    t0 = clock()
+                    sewing.project(self.x, self._x_substep_start, self.inv_mass, h, iteration == 0)
+                    tick("sewing", t0)
+                    if check_phases:
+                        self._check("the sewing constraints", sub, h)
                 if volume is not None:
                     t0 = clock()
                     volume.project(self.x, self.inv_mass, h, iteration == 0, volume_params)
