@@ -52,6 +52,15 @@ class Aerodynamics:
         return self.air_density_kg_m3 > 0.0 and (self.drag_coefficient > 0.0 or self.lift_coefficient > 0.0)
 
 
+@njit(inline="always", **_JIT)
+def _add_share(acceleration, i, m, fx, fy, fz):
+    if m > 0.0:
+        inv = 1.0 / m
+        acceleration[i, 0] += fx * inv
+        acceleration[i, 1] += fy * inv
+        acceleration[i, 2] += fz * inv
+
+
 @njit(**_JIT)
 def add_aerodynamic_accelerations(x, v, triangles, mass, air, drag_coefficient, lift_coefficient, air_density, h,
                                   acceleration):
@@ -68,16 +77,19 @@ def add_aerodynamic_accelerations(x, v, triangles, mass, air, drag_coefficient, 
         m_t = third * (mass[a] + mass[b] + mass[c])
         if twice_area < 1e-14 or m_t <= 0.0:
             continue
-        nx, ny, nz = nx / twice_area, ny / twice_area, nz / twice_area
+        inv_area2 = 1.0 / twice_area
+        nx, ny, nz = nx * inv_area2, ny * inv_area2, nz * inv_area2
         ux = third * (air[a, 0] + air[b, 0] + air[c, 0] - v[a, 0] - v[b, 0] - v[c, 0])
         uy = third * (air[a, 1] + air[b, 1] + air[c, 1] - v[a, 1] - v[b, 1] - v[c, 1])
         uz = third * (air[a, 2] + air[b, 2] + air[c, 2] - v[a, 2] - v[b, 2] - v[c, 2])
-        speed = math.sqrt(ux * ux + uy * uy + uz * uz)
-        if speed < 1e-12:
+        speed_sq = ux * ux + uy * uy + uz * uz
+        if speed_sq < 1e-24:
             continue
-        dx, dy, dz = ux / speed, uy / speed, uz / speed
+        speed = math.sqrt(speed_sq)
+        inv_speed = 1.0 / speed
+        dx, dy, dz = ux * inv_speed, uy * inv_speed, uz * inv_speed
         cos = nx * dx + ny * dy + nz * dz
-        q_area = 0.5 * air_density * speed * speed * 0.5 * twice_area
+        q_area = 0.25 * air_density * speed_sq * twice_area
         kd = q_area * drag_coefficient * abs(cos)
         kl = q_area * lift_coefficient * cos
         fx = kd * dx + kl * (nx - cos * dx)
@@ -87,8 +99,8 @@ def add_aerodynamic_accelerations(x, v, triangles, mass, air, drag_coefficient, 
         scale = third
         if h * magnitude > speed * m_t:
             scale *= speed * m_t / (h * magnitude)
-        for i in (a, b, c):
-            if mass[i] > 0.0:
-                acceleration[i, 0] += scale * fx / mass[i]
-                acceleration[i, 1] += scale * fy / mass[i]
-                acceleration[i, 2] += scale * fz / mass[i]
+        fx, fy, fz = scale * fx, scale * fy, scale * fz
+        _add_share(acceleration, a, mass[a], fx, fy, fz)
+        _add_share(acceleration, b, mass[b], fx, fy, fz)
+        _add_share(acceleration, c, mass[c], fx, fy, fz)
+

@@ -1,8 +1,10 @@
 """The XPBD cloth: build from arrays, step frames, read positions, velocities and diagnostics.
 
-Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict,
-reset every multiplier, iterate stretch -> shear -> bend -> tethers -> soft pins -> contacts,
-rebuild velocities from positions. Kinematic (hard-pinned) vertices have inverse mass 0 and
+Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict
+(gravity, force fields and aerodynamics: :mod:`.forces`), reset every multiplier, iterate
+stretch -> shear -> bend -> tethers -> soft pins -> sewing (:mod:`.sewing`) -> pressure
+(:mod:`.volume`) -> contacts, rebuild velocities from positions. Shrink (:mod:`.shrink`) scales
+the rest lengths between frames. Kinematic (hard-pinned) vertices have inverse mass 0 and
 follow targets interpolated linearly inside the frame.
 """
 from __future__ import annotations
@@ -333,6 +335,24 @@ class Cloth:
         else:
             self.volume.set_pressure(pressure)
 
+    def feature_settings(self) -> dict:
+        """Force fields, aerodynamics, shrink, pressure and sewing as plain data (for the sidecar)."""
+        from dataclasses import asdict
+
+        def plain(obj, drop=()):
+            return {k: v for k, v in asdict(obj).items() if k not in drop}
+
+        out = {"force_fields": [plain(f) for f in self.force_fields], "aerodynamics": plain(self.aerodynamics),
+               "shrink": plain(self.shrink, ("weights",)) | {"group": self.shrink.weights is not None}}
+        if self.volume is not None:
+            out["pressure"] = plain(self.volume.pressure, ("weights",)) | {
+                "group": self.volume.pressure.weights is not None, "islands": self.volume.count,
+                "rest_volumes_m3": self.volume.rest_volumes.tolist()}
+        if self.sewing is not None:
+            out["sewing"] = plain(self.sewing.sewing, ("pairs",)) | {
+                "pairs": self.sewing.count, "seam_hinges": int(self.sewing.hinges.shape[0])}
+        return out
+
     def set_shrink(self, shrink: Shrink) -> None:
         """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
         from the unshrunk lengths; call between frames to animate it. Cheap: one pass over the sets."""
@@ -491,7 +511,9 @@ class Cloth:
                 tick("learned", t0)
             if self.external_forces.active:
                 t0 = clock()
-                extra = self.external_forces.accelerations(self.x, self.v, wind, self.material.air_drag_per_s, h, extra)
+                forces = self.external_forces.accelerations(self.x, self.v, wind, self.material.air_drag_per_s, sub,
+                                                            n_sub, s.force_updates_per_frame, h)
+                extra = forces if extra.shape[0] == 0 else extra + forces
                 tick("forces", t0)
                 if check_phases and not np.isfinite(extra).all():
                     raise _PhaseFailure(f"the force fields or aerodynamics gave non-finite forces in substep {sub + 1}")

@@ -43,6 +43,7 @@ from numba import njit
 
 from . import _numba_setup  # noqa: F401
 from .errors import ClothInputError
+from .aerodynamics import add_aerodynamic_accelerations
 from .kernels import _JIT
 
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
@@ -165,7 +166,7 @@ def _lerp(t, a, b):
     return a + t * (b - a)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def improved_noise(p, x, y, z):
     """Ken Perlin's improved noise (2002) with permutation ``p`` (512 entries), in about [-1, 1]."""
     fx, fy, fz = math.floor(x), math.floor(y), math.floor(z)
@@ -221,7 +222,7 @@ def wind_noise(noise, seed, vertex, counter):
     return sign * (r / g) * noise / 128.0
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def field_falloff(f, rx, ry, rz):
     """``effector_falloff`` of field row ``f`` at offset r (the weight included)."""
     zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
@@ -319,6 +320,8 @@ class ExternalForces:
     _table: np.ndarray = None
     _perms: np.ndarray = None
     _counter: int = 0
+    _acc: np.ndarray = None
+    _air: np.ndarray = None
 
     def __post_init__(self):
         self.set_fields(self.fields)
@@ -332,16 +335,25 @@ class ExternalForces:
         aero = self.aerodynamics
         return bool(self.fields) or (aero is not None and aero.active)
 
-    def accelerations(self, x, v, wind, air_drag_per_s, h, extra):
-        """(n, 3) acceleration of the fields and the aerodynamics at this substep's start, plus
-        ``extra`` (the learned hook's, or an empty array)."""
-        from .aerodynamics import add_aerodynamic_accelerations
+    def accelerations(self, x, v, wind, air_drag_per_s, substep, n_substeps, updates_per_frame, h):
+        """(n, 3) acceleration (m/s^2) of the fields and the aerodynamics for this substep.
 
+        Evaluated at the start of every ``n_substeps / updates_per_frame``-th substep and held in
+        between (``SolverSettings.force_updates_per_frame``; once a frame by default: per substep a
+        64 x 64 sheet's drag and lift alone cost ~70 % of its elastic solve, see
+        docs/design/forces_sewing_pressure.md). The aerodynamic overshoot limit uses the hold time."""
+        every = max(1, n_substeps // max(1, min(updates_per_frame, n_substeps)))
+        if self._acc is not None and substep % every != 0:
+            return self._acc
         n = x.shape[0]
-        acc = np.zeros((n, 3)) if extra.shape[0] != n else np.array(extra, dtype=np.float64)
+        if self._acc is None or self._acc.shape[0] != n:
+            self._acc = np.zeros((n, 3))
+            self._air = np.zeros((n, 3))
+        acc, air = self._acc, self._air
+        acc[:] = 0.0
+        air[:] = 0.0
         aero = self.aerodynamics
         aero_on = aero is not None and aero.active
-        air = np.zeros((n, 3))
         if self.fields:
             field_accelerations(x, v, self.inv_mass, self._table, self._perms, self._counter, aero_on, acc, air)
         self._counter += 1
@@ -351,5 +363,5 @@ class ExternalForces:
                 acc += air_drag_per_s * air
             air += np.asarray(wind, dtype=np.float64)
             add_aerodynamic_accelerations(x, v, self.triangles, self.mass, air, aero.drag_coefficient,
-                                          aero.lift_coefficient, aero.air_density_kg_m3, h, acc)
+                                          aero.lift_coefficient, aero.air_density_kg_m3, h * every, acc)
         return acc

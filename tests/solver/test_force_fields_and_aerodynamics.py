@@ -17,7 +17,7 @@ OFF = ClothOptions(bending=False, shear=False, tethers=False)
 
 def _triangle(**kw):
     pos = np.array([[0.0, 0.0, 0.0], [0.01, 0.0, 0.0], [0.0, 0.01, 0.0]])
-    settings = SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0))
+    settings = SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0), force_updates_per_frame=10)
     return Cloth(pos, [[0, 1, 2]], material=Material(air_drag_per_s=0.0), settings=settings, options=OFF, **kw)
 
 
@@ -131,9 +131,9 @@ def test_strength_noise_has_blenders_distribution():
     assert acc[:, 0].std() == pytest.approx(ref.std(), rel=0.03)
 
 
-def _falling_sheet(plane, drag):
+def _falling_sheet(plane, drag, updates=10):
     pos, faces, uv = grid_mesh(5, 5, 0.2, 0.2, origin=(0.0, 0.0, 0.0), plane=plane)
-    settings = SolverSettings(substeps=10)
+    settings = SolverSettings(substeps=10, force_updates_per_frame=updates)
     return Cloth(pos, faces, material=Material(density_kg_m2=0.15, air_drag_per_s=0.0), settings=settings,
                  options=ClothOptions(bending=False, tethers=False), aerodynamics=Aerodynamics(drag_coefficient=drag))
 
@@ -151,6 +151,15 @@ def test_a_sheet_falling_flat_reaches_its_terminal_velocity_and_edge_on_falls_fr
     fallen_edge = -(edge_on.positions[:, 2].mean() - 0.1)
     assert fallen_edge == pytest.approx(0.5 * g * 4.0, rel=0.01)
     assert fallen_flat < 0.25 * fallen_edge
+
+
+def test_forces_held_over_the_frame_reach_the_same_terminal_velocity():
+    """The default evaluates fields and aerodynamics once a frame (cost); the steady state is the same."""
+    once, every = _falling_sheet("xy", 1.2, updates=1), _falling_sheet("xy", 1.2, updates=10)
+    for _ in range(48):
+        once.step()
+        every.step()
+    assert once.velocities[:, 2].mean() == pytest.approx(every.velocities[:, 2].mean(), rel=0.005)
 
 
 def test_lift_turns_a_tilted_plate_across_the_wind():
@@ -173,7 +182,7 @@ def test_wind_field_sets_the_air_for_aerodynamics():
     catches up as du/dt = -k u^2 (u = s - v, k = rho C_D / (2 areal density)): u = s / (1 + k s t)."""
     pos, faces, _ = grid_mesh(4, 4, 0.1, 0.1, plane="xz")
     cloth = Cloth(pos, faces, material=Material(density_kg_m2=0.15, air_drag_per_s=0.0), options=OFF,
-                  settings=SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0)),
+                  settings=SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0), force_updates_per_frame=10),
                   aerodynamics=Aerodynamics(drag_coefficient=1.0),
                   force_fields=[ForceField("wind", direction=(0.0, 1.0, 0.0), strength=3.0)])
     for _ in range(72):
