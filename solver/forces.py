@@ -365,3 +365,36 @@ class ExternalForces:
             add_aerodynamic_accelerations(x, v, self.triangles, self.mass, air, aero.drag_coefficient,
                                           aero.lift_coefficient, aero.air_density_kg_m3, h * every, acc)
         return acc
+
+
+#: Blender's FieldSettings properties :func:`field_from_blender` reads (``bpy.types.FieldSettings``).
+BLENDER_FIELD_SETTINGS = ("type", "shape", "strength", "flow", "noise", "seed", "size", "use_global_coords",
+                          "falloff_type", "falloff_power", "use_min_distance", "distance_min", "use_max_distance",
+                          "distance_max", "radial_falloff", "use_radial_min", "radial_min", "use_radial_max",
+                          "radial_max", "z_direction")
+_BLENDER_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex", "TURBULENCE": "turbulence"}
+
+
+def field_from_blender(settings: dict, matrix_world, effector_weights: dict | None = None):
+    """(ForceField or None, reason) from a field object's settings, read by name from Blender's
+    ``object.field`` (:data:`BLENDER_FIELD_SETTINGS`), its 4x4 world matrix, and the cloth's
+    ``effector_weights`` (``all`` and one entry per field type, Blender's names). Blender-free,
+    so the operators only read attributes; a field Selvedge does not simulate gives None and
+    the reason (for the bake's warnings)."""
+    kind = _BLENDER_KINDS.get(str(settings.get("type")))
+    if kind is None:
+        return None, f"field type {settings.get('type')!r} is not simulated (Wind, Force, Vortex, Turbulence are)"
+    shape = str(settings.get("shape", "POINT")).lower()
+    if shape not in SHAPES:
+        return None, f"field shape {settings.get('shape')!r} is not simulated (Point and Plane are)"
+    m = np.asarray(matrix_world, dtype=np.float64).reshape(4, 4)
+    weights = effector_weights or {}
+    weight = float(weights.get("all", 1.0)) * float(weights.get(kind, 1.0))
+    field = ForceField(
+        kind=kind, location=tuple(m[:3, 3]), direction=tuple(m[:3, 2]), shape=shape,
+        falloff_type=str(settings.get("falloff_type", "SPHERE")).lower(),
+        z_direction=str(settings.get("z_direction", "BOTH")).lower(), weight=weight,
+        **{k: type(getattr(ForceField, k))(settings[k]) for k in BLENDER_FIELD_SETTINGS
+           if k in settings and k not in ("type", "shape", "falloff_type", "z_direction")})
+    field.validate()
+    return field, ""

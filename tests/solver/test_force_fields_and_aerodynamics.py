@@ -198,3 +198,25 @@ def test_bad_field_settings_are_refused():
         _triangle(force_fields=[ForceField("turbulence", size=0.0)])
     with pytest.raises(ClothInputError, match="aerodynamics drag_coefficient"):
         _triangle(aerodynamics=Aerodynamics(drag_coefficient=-1.0))
+
+
+def test_blender_field_settings_translate_by_name():
+    from selvedge.solver.forces import field_from_blender
+
+    m = np.eye(4)
+    m[:3, 3] = (1.0, 2.0, 3.0)
+    m[:3, 2] = (0.0, 2.0, 0.0)  # local Z scaled: the direction is normalised
+    settings = {"type": "WIND", "shape": "PLANE", "strength": 4.0, "flow": 0.5, "noise": 0.1, "seed": 3,
+                "falloff_type": "TUBE", "falloff_power": 2.0, "use_max_distance": True, "distance_max": 5.0,
+                "z_direction": "POSITIVE", "size": 1.0, "use_global_coords": False}
+    field, reason = field_from_blender(settings, m, {"all": 0.5, "wind": 0.8})
+    assert reason == ""
+    assert (field.kind, field.shape, field.falloff_type, field.z_direction) == ("wind", "plane", "tube", "positive")
+    assert field.location == (1.0, 2.0, 3.0) and field.weight == pytest.approx(0.4)
+    assert field.use_max_distance is True and field.seed == 3 and field.distance_max == 5.0
+    table, _ = pack_fields([field])
+    assert table[0, 7:10].tolist() == [0.0, 1.0, 0.0]
+    skipped, why = field_from_blender({"type": "MAGNET"}, m)
+    assert skipped is None and "MAGNET" in why
+    skipped, why = field_from_blender({"type": "FORCE", "shape": "SURFACE"}, m)
+    assert skipped is None and "SURFACE" in why
