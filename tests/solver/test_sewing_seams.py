@@ -24,9 +24,10 @@ def two_panels(nx=3, ny=3, width=0.1, height=0.1, gap=0.05):
     return pos, faces, pairs, nx * ny
 
 
-def _cloth(pos, faces, sewing, gravity=(0.0, 0.0, 0.0), pins=None, material=None, substeps=10):
+def _cloth(pos, faces, sewing, gravity=(0.0, 0.0, 0.0), pins=None, material=None, substeps=10, mode="serial"):
     return Cloth(pos, faces, material=material or Material(air_drag_per_s=0.0),
-                 settings=SolverSettings(substeps=substeps, gravity_m_s2=gravity), sewing=sewing, pin_weights=pins,
+                 settings=SolverSettings(substeps=substeps, gravity_m_s2=gravity, solve_mode=mode, threads=2),
+                 sewing=sewing, pin_weights=pins,
                  options=ClothOptions(tethers=False))
 
 
@@ -50,10 +51,11 @@ def test_stiff_seam_follows_the_closing_ramp_then_stays_shut():
     assert cloth.sewing.gaps(cloth.x).max() < 1e-4
 
 
-def test_max_sewing_force_sets_the_closing_time():
+@pytest.mark.parametrize("mode", ["serial", "colored"])
+def test_max_sewing_force_sets_the_closing_time(mode):
     force, g0 = 2e-4, 0.05
     pos, faces, pairs, half = two_panels(gap=g0)
-    cloth = _cloth(pos, faces, Sewing(pairs, closing_time_s=0.0, sewing_force_max=force))
+    cloth = _cloth(pos, faces, Sewing(pairs, closing_time_s=0.0, sewing_force_max=force), mode=mode)
     mass_a = cloth.mass[:half].sum()
     n = pairs.shape[0]
     closing_time = np.sqrt(g0 * mass_a / (n * force))
