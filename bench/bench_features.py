@@ -1,7 +1,8 @@
 """Cost of the force fields, aerodynamics, sewing, pressure and shrink on the 64 x 64 bench sheet.
 
 Scene: bench_solver's sheet (1 m cotton, two pinned corners, one sliding), 20 substeps x 1
-iteration at 24 fps; pressure on a closed pillow of about the same vertex count (the sheet has no volume). Each case runs next to its baseline ("off") in the same repeat, interleaved, and prints
+iteration at 24 fps; pressure on a closed pillow of about the same vertex count (the sheet has no
+volume). Each case runs next to its baseline ("off") in the same repeat, interleaved, and prints
 one JSON line: ms per frame, the feature's own phase (``forces``, ``sewing``, ``pressure``) in ms,
 and ``feature_vs_elastic``: that phase over the constraint phases (stretch, shear, bend, tethers)
 of the same run, the issue's budget being 0.15; ``total_vs_off``: the frame over the baseline's.

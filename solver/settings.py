@@ -49,7 +49,8 @@ class SolverSettings:
         if self.threads is not None and not (isinstance(self.threads, (int, np.integer)) and self.threads >= 1):
             raise ClothInputError(f"threads must be None or an integer >= 1, got {self.threads!r}")
         if not (isinstance(self.force_updates_per_frame, (int, np.integer)) and self.force_updates_per_frame >= 1):
-            raise ClothInputError(f"force_updates_per_frame must be an integer >= 1, got {self.force_updates_per_frame!r}")
+            raise ClothInputError(
+                f"force_updates_per_frame must be an integer >= 1, got {self.force_updates_per_frame!r}")
         if not 0.0 < self.jacobi_omega < 2.0:
             raise ClothInputError(f"jacobi_omega must lie in (0, 2), got {self.jacobi_omega}")
         if not (np.isfinite(self.fps) and self.fps > 0):
