@@ -113,6 +113,7 @@ def main(argv=None) -> int:
     parser.add_argument("--frames", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", choices=list(FEATURE_PHASE), default=list(FEATURE_PHASE))
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
     from selvedge_import import import_selvedge
@@ -122,17 +123,17 @@ def main(argv=None) -> int:
 
     results = []
     for repeat in range(args.repeat):
-        for case in FEATURE_PHASE:
+        for case in args.cases:
             line = run(solver, case, args)
             line["repeat"] = repeat + 1
             results.append(line)
             print(json.dumps(line), flush=True)
     rows = []
-    for case in FEATURE_PHASE:
+    for case in args.cases:
         mine = [r for r in results if r["case"] == case]
         base_case = "pressure_off" if case.startswith("pressure") else "off"
         ratios = [r["ms_per_frame"] / b["ms_per_frame"] for r in mine for b in results
-                  if b["case"] == base_case and b["repeat"] == r["repeat"]]
+                  if b["case"] == base_case and b["repeat"] == r["repeat"]] or [float("nan")]
         summary = {"case": f"{case}_summary", "feature_vs_elastic": statistics.median(r["feature_vs_elastic"]
                                                                                       for r in mine),
                    "total_vs_off": round(statistics.median(ratios), 3),

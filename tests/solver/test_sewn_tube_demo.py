@@ -20,11 +20,11 @@ def test_sewn_skirt_closes_and_holds_on_the_body(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("demo_sewn_tube", ROOT / "scripts" / "demo_sewn_tube.py")
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
-    assert demo.main(["--out", str(tmp_path), "--frames", "40", "--columns", "15", "--rows", "9"]) == 0
+    assert demo.main(["--out", str(tmp_path), "--frames", "40"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     frames, header = read_pc2(tmp_path / "sewn_tube.pc2")
     assert frames.shape == (41, summary["vertices"], 3)
-    pos, faces, pairs, waist = demo.panels(15, 9, 0.5, 0.36, 0.18)
+    pos, faces, pairs, waist = demo.panels(21, 13, 0.5, 0.36, 0.18)
     last = frames[-1]
     assert np.linalg.norm(last[pairs[:, 0]] - last[pairs[:, 1]], axis=1).max() < 2e-3
     inside_height = np.abs(last[:, 2]) <= demo.BODY_HALF_LENGTH
