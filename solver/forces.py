@@ -401,5 +401,7 @@ def field_from_blender(settings: dict, matrix_world, effector_weights: dict | No
         z_direction=str(settings.get("z_direction", "BOTH")).lower(), weight=weight,
         **{k: type(getattr(ForceField, k))(settings[k]) for k in BLENDER_FIELD_SETTINGS
            if k in settings and k not in ("type", "shape", "falloff_type", "z_direction")})
+    if field.size <= 0.0:  # Blender's turbulence skips the scaling for Size 0: the same as 1
+        field.size = 1.0
     field.validate()
     return field, ""
