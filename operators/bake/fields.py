@@ -50,7 +50,8 @@ def scene_gravity(scene, cloth_settings) -> tuple:
     """The scene's gravity (m/s^2, none when Gravity is off in the scene) times the cloth's Gravity weight."""
     if not scene.use_gravity:
         return (0.0, 0.0, 0.0)
-    return tuple(float(g) * float(cloth_settings.field_weight_gravity) for g in scene.gravity)
+    # Blender stores gravity as float32 (-9.8100004...); 6 decimals give back the value typed in
+    return tuple(round(float(g), 6) * float(cloth_settings.field_weight_gravity) for g in scene.gravity)
 
 
 def loose_edge_pairs(obj) -> np.ndarray:

@@ -98,3 +98,27 @@ def test_pressure_on_an_open_mesh_is_a_clear_error_and_nothing_is_written(cache_
         bpy.ops.selvedge.bake_cache()
     assert not cache_dir.exists() or not any(cache_dir.iterdir())
     assert len(cloth.modifiers) == 0 and not cloth.selvedge.bake_cache_file
+
+
+def test_shape_and_pressure_properties_map_to_the_solver_with_blenders_meaning():
+    from selvedge.operators import scene_to_solver as s2s
+
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=4, y_subdivisions=4, size=1.0)
+    s = bpy.context.object.selvedge
+    assert s2s.pressure_from_settings(s) is None and s2s.sewing_from_settings(s, np.array([[0, 1]])) is None
+    s.shrink_min, s.shrink_max = 0.1, 0.4
+    shrink = s2s.shrink_from_settings(s, np.array([0.0, 1.0]))
+    assert shrink.vertex_scale(2).tolist() == pytest.approx([0.9, 0.6])  # 1 - min + (min - max) w
+    s.use_pressure, s.uniform_pressure_force, s.pressure_factor = True, 0.5, 300.0
+    s.use_pressure_volume, s.target_volume = True, 2.0
+    p = s2s.pressure_from_settings(s)
+    assert (p.uniform_pressure_force, p.pressure_factor, p.use_pressure_volume, p.target_volume) == (
+        0.5, 300.0, True, 2.0)
+    s.use_sewing_springs, s.sewing_force_max, s.sewing_closing_time, s.seam_mode = True, 2.5, 0.5, "STIFF"
+    sewing = s2s.sewing_from_settings(s, np.array([[0, 5]]))
+    assert (sewing.sewing_force_max, sewing.closing_time_s, sewing.seam) == (2.5, 0.5, "stiff")
+    s.drag_coefficient, s.lift_coefficient = 0.8, 0.3
+    aero = s2s.aerodynamics_from_settings(s)
+    assert (aero.drag_coefficient, aero.lift_coefficient) == pytest.approx((0.8, 0.3))
+    s.field_weight_all, s.field_weight_vortex = 0.5, 0.4
+    assert s2s.effector_weights(s)["vortex"] == pytest.approx(0.4) and s2s.effector_weights(s)["all"] == 0.5
