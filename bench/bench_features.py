@@ -145,7 +145,7 @@ def main(argv=None) -> int:
 
         command = "bench/bench_features.py " + " ".join(argv if argv is not None else sys.argv[1:])
         table = markdown_table(["case", "ms/frame (median)", "feature phase / elastic solve", "frame / off"], rows)
-        write_section("features", command.strip(), f"{args.size}x{args.size}, serial, {args.substeps} substeps, "
+        write_section("bench_features", command.strip(), f"{args.size}x{args.size}, serial, {args.substeps} substeps, "
                       f"medians of {args.repeat} interleaved repeats. Budget: feature phase / elastic <= 0.15.\n\n"
                       + table)
     return 0
