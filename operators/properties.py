@@ -105,6 +105,55 @@ class SelvedgeObjectSettings(PropertyGroup):
     use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself",
                                      default=False)
 
+    # Cloth: field weights and aerodynamics (Blender Cloth > Field Weights; Chaos Cloth's drag/lift).
+    effector_collection: PointerProperty(name="Effector Collection", type=bpy.types.Collection,
+                                         description="Only the force fields in this collection act (empty: all)")
+    field_weight_gravity: FloatProperty(name="Gravity", description="Scale of the scene's gravity", default=1.0,
+                                        min=0.0, soft_max=1.0)
+    field_weight_all: FloatProperty(name="All", description="Scale of every force field", default=1.0, min=0.0,
+                                    soft_max=1.0)
+    field_weight_wind: FloatProperty(name="Wind", default=1.0, min=0.0, soft_max=1.0,
+                                     description="Scale of Wind fields")
+    field_weight_force: FloatProperty(name="Force", default=1.0, min=0.0, soft_max=1.0,
+                                      description="Scale of Force fields")
+    field_weight_vortex: FloatProperty(name="Vortex", default=1.0, min=0.0, soft_max=1.0,
+                                       description="Scale of Vortex fields")
+    field_weight_turbulence: FloatProperty(name="Turbulence", default=1.0, min=0.0, soft_max=1.0,
+                                           description="Scale of Turbulence fields")
+    drag_coefficient: FloatProperty(name="Drag Coefficient", description="Per-triangle aerodynamic drag against the "
+                                    "air (wind fields are air, m/s); 0: off", default=0.0, min=0.0, soft_max=2.0)
+    lift_coefficient: FloatProperty(name="Lift Coefficient", description="Per-triangle aerodynamic lift across the "
+                                    "air; 0: off", default=0.0, min=0.0, soft_max=2.0)
+
+    # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
+    use_sewing_springs: BoolProperty(name="Sewing", description="Loose edges (in no face) pull the vertices they "
+                                     "join together and stay as seams", default=False)
+    sewing_force_max: FloatProperty(name="Max Sewing Force", description="Cap on each seam's pull, N (0: none)",
+                                    default=0.0, min=0.0, soft_max=10.0)
+    sewing_closing_time: FloatProperty(name="Closing Time", description="Seconds over which the seams close",
+                                       default=1.0, min=0.0, soft_max=5.0, unit="TIME_ABSOLUTE")
+    seam_mode: EnumProperty(name="Seams", description="What a closed seam becomes", default="WELD",
+                            items=(("WELD", "Weld", "Held exactly together"),
+                                   ("STIFF", "Stiff", "A stiff spring (seam compliance 1e-7 m/N)")))
+    shrink_min: FloatProperty(name="Shrinking Factor", description="Shrink every edge by this fraction (negative: "
+                              "grow)", default=0.0, soft_min=-1.0, max=0.95)
+    shrink_max: FloatProperty(name="Max Shrinking", description="Shrinking at weight 1 of the Shrinking Group",
+                              default=0.0, soft_min=-1.0, max=0.95)
+    vertex_group_shrink: StringProperty(name="Shrinking Group", description="Vertex group blending Shrinking "
+                                        "Factor (weight 0) to Max Shrinking (weight 1)", default="")
+    use_pressure: BoolProperty(name="Pressure", description="A closed mesh keeps an inner pressure (balloons, "
+                               "pillows)", default=False)
+    uniform_pressure_force: FloatProperty(name="Pressure", description="Uniform overpressure, in units of Pressure "
+                                          "Scale", default=0.0, soft_min=-10.0, soft_max=10.0)
+    use_pressure_volume: BoolProperty(name="Custom Volume", description="Target Volume instead of the rest volume",
+                                      default=False)
+    target_volume: FloatProperty(name="Target Volume", description="Volume the gas fills at zero overpressure, "
+                                 "cubic metres", default=0.0, min=0.0, soft_max=10.0)
+    pressure_factor: FloatProperty(name="Pressure Scale", description="The gas's pressure at the target volume, Pa",
+                                   default=1.0, min=0.0, soft_max=5000.0)
+    vertex_group_pressure: StringProperty(name="Pressure Group", description="Vertex group scaling the pressure's "
+                                          "push per vertex", default="")
+
     # Collider.
     collider_proxy: EnumProperty(name="Proxy", description="Shape used for collisions", items=PROXY_ITEMS,
                                  default="AUTO")

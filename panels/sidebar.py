@@ -83,6 +83,79 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         layout.prop(s, "use_self_collision")
 
 
+class _ClothSubpanel(_SelvedgePanel):
+    bl_parent_id = "SELVEDGE_PT_cloth"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.selvedge.role == "CLOTH"
+
+
+class SELVEDGE_PT_cloth_shape(_ClothSubpanel, Panel):
+    """Blender Cloth's Shape panel names: Sewing, Max Sewing Force, Shrinking Factor, Max Shrinking."""
+
+    bl_label = "Shape"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        s = obj.selvedge
+        layout.prop(s, "use_sewing_springs")
+        col = layout.column(align=True)
+        col.active = s.use_sewing_springs
+        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode"):
+            col.prop(s, name)
+        col = layout.column(align=True)
+        col.prop(s, "shrink_min")
+        col.prop(s, "shrink_max")
+        if obj.type == "MESH":
+            col.prop_search(s, "vertex_group_shrink", obj, "vertex_groups")
+
+
+class SELVEDGE_PT_cloth_pressure(_ClothSubpanel, Panel):
+    bl_label = "Pressure"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.selvedge, "use_pressure", text="")
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        s = obj.selvedge
+        layout.active = s.use_pressure
+        layout.prop(s, "uniform_pressure_force")
+        row = layout.row(heading="Custom Volume")
+        row.prop(s, "use_pressure_volume", text="")
+        sub = row.row()
+        sub.active = s.use_pressure_volume
+        sub.prop(s, "target_volume", text="")
+        layout.prop(s, "pressure_factor")
+        if obj.type == "MESH":
+            layout.prop_search(s, "vertex_group_pressure", obj, "vertex_groups")
+
+
+class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
+    """Blender Cloth's Field Weights (Effector Collection, Gravity, All, per type) and the aerodynamics."""
+
+    bl_label = "Field Weights"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        s = context.object.selvedge
+        layout.prop(s, "effector_collection")
+        col = layout.column(align=True)
+        for name in ("field_weight_gravity", "field_weight_all", "field_weight_wind", "field_weight_force",
+                     "field_weight_vortex", "field_weight_turbulence"):
+            col.prop(s, name)
+        col = layout.column(align=True)
+        col.prop(s, "drag_coefficient")
+        col.prop(s, "lift_coefficient")
+
+
 class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
     bl_label = "Collider"
     bl_parent_id = "SELVEDGE_PT_object"
@@ -188,5 +261,6 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
 
 
-CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_preview,
+CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_cloth_shape, SELVEDGE_PT_cloth_pressure,
+           SELVEDGE_PT_cloth_fields, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_preview,
            SELVEDGE_PT_diagnostics)

@@ -15,6 +15,8 @@ _EXPORTS = {
     "ClothInputError": "errors", "SelvedgeError": "errors", "SimulationError": "errors", "ContactHandler": "hooks",
     "PRESETS": "materials", "Material": "materials", "compliance_from_slider": "materials", "preset": "materials",
     "grid_mesh": "mesh", "triangulate": "mesh",
+    "Aerodynamics": "aerodynamics", "ForceField": "forces", "Pressure": "volume", "Sewing": "sewing",
+    "loose_edges": "sewing", "Shrink": "shrink",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

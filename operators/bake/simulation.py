@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import bpy
 
 from ..errors import BakeError
-from ..scene_to_solver import (CLOTH_KEYS, SCENE_KEYS, frame_range, material_from_settings, options_from_settings,
+from ..scene_to_solver import (CLOTH_KEYS, SCENE_KEYS, aerodynamics_from_settings, frame_range,
+                               material_from_settings, options_from_settings, pressure_from_settings,
+                               sewing_from_settings, shrink_from_settings,
                                settings_dict, solver_settings_from_scene)
 from .colliders import collider_objects, proxy_kind, read_colliders
+from .fields import group_weights, loose_edge_pairs, read_force_fields, scene_gravity
 from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
 
 
@@ -88,6 +91,7 @@ class Simulation:
         self.last_ms = 0.0
         self.last_strain = 0.0
         self.runs: list[ClothRun] = []
+        self._groups: dict = {}
         try:
             scene.frame_set(self.first)
             depsgraph = context.evaluated_depsgraph_get()
@@ -98,13 +102,24 @@ class Simulation:
                 rest, matrix = reader.world_positions(depsgraph)
                 material = material_from_settings(obj.selvedge)
                 options = options_from_settings(obj.selvedge)
+                s = obj.selvedge
+                settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
+                fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)
+                warnings += field_warnings
                 try:
                     contacts = self._contacts(obj, material, triangles)
+                    shrink_group = group_weights(obj, s.vertex_group_shrink, "shrinking group")
+                    pressure_group = group_weights(obj, s.vertex_group_pressure, "pressure group")
                     cloth = solver.Cloth(rest * self.unit, triangles, material=material, options=options,
-                                         settings=solver_settings, pin_weights=pins, uvs=uvs, weight_maps=weight_maps,
-                                         contact_handler=contacts)
+                                         settings=settings_obj, pin_weights=pins, uvs=uvs, weight_maps=weight_maps,
+                                         contact_handler=contacts, force_fields=fields,
+                                         aerodynamics=aerodynamics_from_settings(s),
+                                         shrink=shrink_from_settings(s, shrink_group),
+                                         pressure=pressure_from_settings(s, pressure_group),
+                                         sewing=sewing_from_settings(s, loose_edge_pairs(obj)))
                 except solver.ClothInputError as error:
                     raise BakeError(f"{obj.name}: {error}") from None
+                self._groups[obj.name] = (shrink_group, pressure_group)
                 coupling = self._coupling(cloth, scene.selvedge.network_mode, obj.name)
                 warnings += cloth.warnings
                 if contacts is not None:
@@ -114,7 +129,8 @@ class Simulation:
                 settings = {"object": settings_dict(obj.selvedge, CLOTH_KEYS),
                             "scene": settings_dict(scene.selvedge, SCENE_KEYS), "material": asdict(material),
                             "options": asdict(options), "bending_model": cloth.bending_model,
-                            "solver": asdict(solver_settings), "colliders": [c.describe() for c in self.colliders]}
+                            "solver": asdict(settings_obj), "colliders": [c.describe() for c in self.colliders],
+                            "features": cloth.feature_settings()}
                 self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts, coupling))
                 on_frame(len(self.runs) - 1, 0, to_object_space(rest, matrix))
             context.window_manager.progress_begin(0, max(self.total, 1))
@@ -152,6 +168,21 @@ class Simulation:
         return Colliders(proxies, cloth_thickness=material.thickness_m, self_collision=self_collision,
                          cloth_triangles=triangles if self_collision is not None else None)
 
+    def _update_features(self, run, depsgraph) -> None:
+        """Animated fields, gravity, aerodynamics, shrinking and pressure at this frame."""
+        s = run.obj.selvedge
+        fields, _ = read_force_fields(self.scene, depsgraph, run.obj, self.unit)
+        run.cloth.force_fields = fields
+        run.cloth.settings.gravity_m_s2 = scene_gravity(self.scene, s)
+        run.cloth.aerodynamics = aerodynamics_from_settings(s)
+        shrink_group, pressure_group = self._groups[run.obj.name]
+        shrink = shrink_from_settings(s, shrink_group)
+        if (shrink.shrink_min, shrink.shrink_max) != (run.cloth.shrink.shrink_min, run.cloth.shrink.shrink_max):
+            run.cloth.set_shrink(shrink)
+        pressure = pressure_from_settings(s, pressure_group)
+        if pressure is not None:
+            run.cloth.set_pressure(pressure)
+
     @property
     def finished(self) -> bool:
         return self.done >= self.total
@@ -177,6 +208,7 @@ class Simulation:
                         source.apply(run.contacts)
                 targets, matrix = run.reader.world_positions(depsgraph)
                 try:
+                    self._update_features(run, depsgraph)
                     if run.coupling is None:
                         diag = run.cloth.step(pin_targets=targets * self.unit)
                     else:
