@@ -37,6 +37,7 @@ from selvedge_import import import_selvedge  # noqa: E402
 import_selvedge()
 from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
 from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
+from selvedge.solver.collisions.world import ClothCollision, CollisionWorld  # noqa: E402
 from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
@@ -156,6 +157,93 @@ CASES = {
     "open_sheet_mesh_20k_no_shortcuts": dict(self_collision=False, scene="sheet", shortcuts=False),
 }
 
+WORLD_KEYS = ("cloth_contacts_detection", "cloth_contacts_narrow_phase", "cloth_contacts_solve")
+
+
+def run_world_case(name, grid, frames, settle, substeps, warmup=6):
+    """The body-mesh case with self-collision through a :class:`CollisionWorld` (vertex-triangle
+    and edge-edge contacts, candidates reused across substeps): the cloth-contact time against
+    the elastic solve of the same frames."""
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
+    contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
+    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
+    world = CollisionWorld([cloth])
+    rows = []
+    for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
+        sums: dict[str, float] = {}
+        for f in range(skip + count):
+            diag = world.step()[0]
+            if f >= skip:
+                for k, v in list(diag.timings_ms.items()) + list(world.last_timings_ms.items()):
+                    sums[k] = sums.get(k, 0.0) + v
+        mean = {k: v / count for k, v in sums.items()}
+        elastic = sum(v for k, v in mean.items() if k not in NOT_ELASTIC and k not in WORLD_KEYS
+                      and k not in ("world_total", "intersection_count"))
+        row = {"case": name, "phase": phase, "cloth_vertices": int(pos.shape[0]), "substeps": substeps,
+               "frames": count, "self_collision": "world"}
+        row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS + WORLD_KEYS})
+        row["cloth_contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in WORLD_KEYS), 3)
+        row["elastic_solve_ms"] = round(elastic, 3)
+        row["cloth_contacts_over_elastic"] = round(row["cloth_contacts_total_ms"] / elastic, 3)
+        row["frame_total_ms"] = round(mean.get("world_total", 0.0), 3)
+        row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates",
+                                                     "vertex_triangle_active_max", "edge_edge_active_max")})
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def tube_mesh(around, rows, rx, ry, z0, z1, centre=(0.0, 0.0)):
+    """A closed tube (elliptic section rx, ry) from z0 (bottom) to z1 (top): ``around * rows`` vertices."""
+    a = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
+    z = np.linspace(z0, z1, rows)
+    pos = np.array([[centre[0] + rx * np.cos(t), centre[1] + ry * np.sin(t), h] for h in z for t in a])
+    faces = []
+    for j in range(rows - 1):
+        for i in range(around):
+            a0, a1 = j * around + i, j * around + (i + 1) % around
+            b0, b1 = a0 + around, a1 + around
+            faces += [(a0, a1, b1), (a0, b1, b0)] if (i + j) % 2 else [(a0, a1, b0), (a1, b1, b0)]
+    return pos, np.array(faces, dtype=np.int64)
+
+
+def run_layers_case(frames, substeps, layers, warmup=4):
+    """Garments (~5k-vertex tubes around the body, pinned at their top ring) on the body mesh
+    swaying 2 cm each side: ``layers = 1`` is one garment without self-collision (plain Cloth),
+    2 two layered garments in one CollisionWorld (self and cloth-cloth contacts). Frame ms."""
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    cloths, handlers = [], []
+    for k in range(layers):
+        pos, faces = tube_mesh(84, 60, 0.18 + 0.012 * (k + 1), 0.12 + 0.012 * (k + 1), 0.85, 1.25)
+        pins = (pos[:, 2] > 1.25 - 1e-9).astype(float)
+        handler = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
+        cloths.append(Cloth(pos, faces, settings=SolverSettings(substeps=substeps), pin_weights=pins,
+                            contact_handler=handler))
+        handlers.append(handler)
+    world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(layers)]) if layers > 1 else None
+    pinned = [c.rest_positions[c.pinned_vertices] for c in cloths]
+    wall = 0.0
+    for f in range(warmup + frames):
+        shift = np.array([0.02 * np.sin(2.0 * np.pi * (f + 1) / 48.0), 0.0, 0.0])
+        for h in handlers:
+            h.set_mesh_positions("body", body_v + shift)
+        targets = [p + shift for p in pinned]
+        t0 = time.perf_counter()
+        if world is None:
+            cloths[0].step(targets[0])
+        else:
+            world.step(targets)
+        if f >= warmup:
+            wall += time.perf_counter() - t0
+    row = {"case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
+           "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)), "substeps": substeps, "frames": frames,
+           "wall_ms_per_frame": round(1e3 * wall / frames, 3)}
+    if world is not None:
+        row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates")})
+    print(json.dumps(row), flush=True)
+    return row
+
 
 def warm_up():
     """Compile (or load) every contact kernel before anything is timed: a small sheet lands on the
@@ -176,6 +264,9 @@ def main(argv=None):
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
     parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
     parser.add_argument("--grid", type=int, default=64)
+    parser.add_argument("--world", action="store_true",
+                        help="only the collision-world cases: self-collision through the world next to the "
+                             "old self-collision on the body mesh, and two layered garments against one")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the cases this many times, interleaved, then print one 'summary' line per case "
                              "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)")
@@ -187,6 +278,8 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
     warm_up()
+    if args.world:
+        return world_cases(args)
     rows = []
     for repeat in range(1, args.repeat + 1):
         for name in cases:
@@ -196,6 +289,27 @@ def main(argv=None):
     if args.repeat > 1:
         for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
             print(json.dumps(summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])), flush=True)
+
+
+def world_cases(args):
+    """Interleaved repeats of: the old self-collision (Colliders + SelfCollision), the world's
+    self-collision, one garment alone, two layered garments; one summary line per comparison."""
+    run_world_case("warm", 16, 2, 1, args.substeps, warmup=1)
+    run_layers_case(1, args.substeps, 2, warmup=1)
+    ratios, layer_ratios = [], []
+    for repeat in range(args.repeat):
+        old = run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps,
+                       self_collision=True)
+        new = run_world_case("body_mesh_5k_world_self_collision", args.grid, args.frames, args.settle, args.substeps)
+        for o, n in zip(old, new):
+            ratios.append({"phase": n["phase"], "old_contacts_over_elastic": round(
+                (o["contacts_total_ms"]) / o["elastic_solve_ms"], 2),
+                "world_cloth_contacts_over_elastic": n["cloth_contacts_over_elastic"]})
+        one = run_layers_case(args.frames, args.substeps, 1)
+        two = run_layers_case(args.frames, args.substeps, 2)
+        layer_ratios.append(two["wall_ms_per_frame"] / one["wall_ms_per_frame"])
+    print(json.dumps({"summary": True, "self_collision_ratios": ratios,
+                      "two_layers_over_one_garment": [round(r, 2) for r in layer_ratios]}), flush=True)
 
 
 def summary_line(key, rows):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -183,6 +184,10 @@ class Cloth:
         self.shrink = Shrink()
         if shrink is not None:
             self.set_shrink(shrink)
+        #: set by a :class:`~.collisions.world.CollisionWorld` that steps this cloth with others
+        self.in_world = False
+        #: cloth-contact + body-contact passes per iteration (a world raises it for stacked layers)
+        self.contact_rounds = 1
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -502,6 +507,17 @@ class Cloth:
         return diag
 
     def _step_locked(self, pin_targets, frame_dt):
+        state = self._begin_step(pin_targets, frame_dt)
+        for _ in self._frame_phases(state.frame_dt, state.kinematic_end, state.soft_end, state.timings, False):
+            pass  # a lone cloth has nothing to do at the sync points (see CollisionWorld)
+        failure = self._frame_failure(state)
+        if failure is not None:
+            self.x[:], self.v[:] = state.snapshot
+            raise SimulationError(failure)
+        return self._commit_step(state)
+
+    def _begin_step(self, pin_targets, frame_dt) -> "_StepState":
+        """Validate the frame's inputs and snapshot the state (the first part of :meth:`step`)."""
         self.settings.validate()
         frame_dt = 1.0 / self.settings.fps if frame_dt is None else float(frame_dt)
         if not (np.isfinite(frame_dt) and frame_dt > 0):
@@ -517,35 +533,39 @@ class Cloth:
                     "rig call set_positions() instead of stepping")
         if self.settings.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
-        snapshot = (self.x.copy(), self.v.copy())
-        timings = {}
-        t_frame = time.perf_counter()
-        self._run_frame(frame_dt, kinematic_end, soft_end, timings, check_phases=False)
+        return _StepState(frame_dt, kinematic_end, soft_end, (self.x.copy(), self.v.copy()), {},
+                          time.perf_counter())
+
+    def _frame_failure(self, state: "_StepState") -> str | None:
+        """Why the frame just run must be rolled back (a non-finite or too fast vertex, an edge
+        torn past ``max_strain``), or None; keeps the strain for :meth:`_commit_step`."""
         bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
         if bad >= 0:
-            cause = self._diagnose(snapshot, frame_dt, kinematic_end, soft_end, bad)
-            self.x[:], self.v[:] = snapshot
-            raise SimulationError(f"frame {self.frame + 1}: {cause}; the frame was rolled back")
+            cause = self._diagnose(state.snapshot, state.frame_dt, state.kinematic_end, state.soft_end, bad)
+            return f"frame {self.frame + 1}: {cause}; the frame was rolled back"
         strain = self.edge_strain()
         worst_edge = int(np.argmax(strain))
         if strain[worst_edge] > self.settings.max_strain:
-            self.x[:], self.v[:] = snapshot
             a, b = self.topology.edges[worst_edge]
-            raise SimulationError(
-                f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
-                f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; raise "
-                f"substeps (now {self.settings.substeps}); the frame was rolled back")
-        self._target_prev = kinematic_end
-        self._soft_prev = soft_end
+            return (f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
+                    f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; "
+                    f"raise substeps (now {self.settings.substeps}); the frame was rolled back")
+        state.strain = strain
+        return None
+
+    def _commit_step(self, state: "_StepState") -> FrameDiagnostics:
+        """Accept the frame: new pin targets, the contact handler's end of frame, diagnostics."""
+        self._target_prev = state.kinematic_end
+        self._soft_prev = state.soft_end
         if self.contact_handler is not None:
             self.contact_handler.end_frame()
         self.frame += 1
-        self.time_s += frame_dt
-        timings["total"] = time.perf_counter() - t_frame
+        self.time_s += state.frame_dt
+        state.timings["total"] = time.perf_counter() - state.t_frame
         t0 = time.perf_counter()
-        diag = self._diagnostics(frame_dt / self.settings.substeps, strain)
-        timings["diagnostics"] = time.perf_counter() - t0
-        diag.timings_ms = {k: 1e3 * v for k, v in timings.items()}
+        diag = self._diagnostics(state.frame_dt / self.settings.substeps, state.strain)
+        state.timings["diagnostics"] = time.perf_counter() - t0
+        diag.timings_ms = {k: 1e3 * v for k, v in state.timings.items()}
         self.history.append(diag)
         return diag
 
@@ -553,7 +573,8 @@ class Cloth:
         """Replay the failed frame with a check after every phase to name the first bad one."""
         self.x[:], self.v[:] = snapshot
         try:
-            self._run_frame(frame_dt, kinematic_end, soft_end, {}, check_phases=True)
+            for _ in self._frame_phases(frame_dt, kinematic_end, soft_end, {}, True):
+                pass
         except _PhaseFailure as failure:
             return str(failure)
         speed = float(np.linalg.norm(snapshot[1][bad_vertex])) if np.isfinite(snapshot[1][bad_vertex]).all() else 0.0
@@ -567,7 +588,12 @@ class Cloth:
                 f"{phase} produced a non-finite or exploding position at vertex {bad} in substep {substep + 1} "
                 f"(limit {self.settings.max_speed_m_s} m/s)")
 
-    def _run_frame(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+    def _frame_phases(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+        """Run one frame; a generator that yields at the sync points a :class:`CollisionWorld`
+        needs to step several cloths in lockstep: ``"predicted"`` after each substep's prediction
+        (and the handler's narrow phase), ``"contacts"`` after each iteration's elastic sets, before
+        the handler's body contacts (``contact_rounds`` times), ``"substep_end"`` after the
+        velocity update. Stepped to the end alone, it is the frame of :meth:`step`."""
         s = self.settings
         n_sub = s.substeps
         h = frame_dt / n_sub
@@ -590,7 +616,7 @@ class Cloth:
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
             tick("contacts_broad_phase", t0)
         soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
-        fused = None if check_phases else self._fused_schedule()
+        fused = None if check_phases or self.in_world else self._fused_schedule()
         if fused is not None:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
@@ -643,6 +669,7 @@ class Cloth:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
+            yield "predicted"
             for iteration in range(s.iterations):
                 for c in sets:
                     t0 = clock()
@@ -663,12 +690,14 @@ class Cloth:
                     tick("pressure", t0)
                     if check_phases:
                         self._check("the pressure (volume) constraints", sub, h)
-                if handler is not None:
-                    t0 = clock()
-                    handler.project(self.x, self._x_substep_start, self.inv_mass, h)
-                    tick("contacts_solve", t0)
-                    if check_phases:
-                        self._check("the contact handler", sub, h)
+                for _ in range(self.contact_rounds):
+                    yield "contacts"
+                    if handler is not None:
+                        t0 = clock()
+                        handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+                        tick("contacts_solve", t0)
+                        if check_phases:
+                            self._check("the contact handler", sub, h)
             t0 = clock()
             if blocks is None:
                 kn.update_velocities(self.x, self._x_substep_start, h, self.v)
@@ -686,6 +715,7 @@ class Cloth:
                 for observer in observers:
                     observer.end_substep(state)
                 tick("learned", t0)
+            yield "substep_end"
 
     def _project(self, c: ConstraintSet, h: float, reset_lambda: bool, keep_lambda: bool = True) -> None:
         """One pass over one constraint set in the current solve mode.
@@ -771,3 +801,15 @@ class Cloth:
 
 class _PhaseFailure(Exception):
     pass
+
+
+@dataclass
+class _StepState:
+    """One frame in progress: its inputs, the snapshot a failure rolls back to, the timings."""
+    frame_dt: float
+    kinematic_end: np.ndarray
+    soft_end: np.ndarray
+    snapshot: tuple
+    timings: dict
+    t_frame: float
+    strain: np.ndarray | None = None
