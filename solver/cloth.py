@@ -25,7 +25,8 @@ from .hooks import AccelerationHook, ContactHandler, ProposalHook
 from ._team import FUSED_SUPPORTED
 from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
-from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
+from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
+from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
 from .settings import ClothOptions, SolverSettings
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
@@ -132,11 +133,28 @@ class Cloth:
             soft_set.params["slot"] = np.arange(self.soft_pin_index.size, dtype=np.int64)
             sets.append(soft_set)
         sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        #: mesh edges (``topology.edges`` order) with an end at most two edges from a hard pin (its 2-ring)
+        self._pin_ring_edges = np.zeros(self.topology.edges.shape[0], dtype=bool)
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
+            pinned_hard = np.flatnonzero(hard & ~massless)
+            if pinned_hard.size:
+                ring_hops = hops_to_pins(n, self.topology.edges, pinned_hard)
+                e = self.topology.edges
+                self._pin_ring_edges = np.minimum(ring_hops[e[:, 0]], ring_hops[e[:, 1]]) <= 2
         sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
+        #: hierarchical stretch limiting (:mod:`.multilevel`), None when off
+        self.hierarchy: Hierarchy | None = None
+        if self.options.stretch_limiting:
+            flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
+            source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
+            self.hierarchy = build_hierarchy(source, self.topology.edges.astype(np.int64), self.edge_rest_length,
+                                             self.mass, self.inv_mass, self.material.stretch_limit, flat,
+                                             max_levels=self.options.stretch_limit_levels)
+        self._ml_snapshot = np.zeros_like(rest)
+        self.stretch_limit_active = 0
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
         #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
@@ -219,7 +237,7 @@ class Cloth:
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
-                or self.contact_handler is not None or self.acceleration_hook is not None
+                or self.hierarchy is not None or self.contact_handler is not None or self.acceleration_hook is not None
                 or self.proposal_hook is not None):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
@@ -439,6 +457,12 @@ class Cloth:
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
             for iteration in range(s.iterations):
+                if self.hierarchy is not None:
+                    t0 = clock()
+                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy)
+                    tick("stretch_limit", t0)
+                    if check_phases:
+                        self._check("the stretch limit", sub, h)
                 for c in sets:
                     t0 = clock()
                     self._project(c, h, reset_lambda=iteration == 0,
@@ -532,6 +556,13 @@ class Cloth:
             diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
         diag.strain_max = float(strain.max())
         diag.strain_p95 = p95(strain)
+        ring = self._pin_ring_edges
+        if ring.any():
+            diag.strain_max_pin_rings = float(strain[ring].max())
+        if not ring.all():
+            diag.strain_max_outside_pin_rings = float(strain[~ring].max())
+            diag.strain_p95_outside_pin_rings = p95(strain[~ring])
+        diag.stretch_limit_active = int(self.stretch_limit_active)
         free = self.inv_mass > 0
         m = self.mass[free]
         diag.kinetic_energy_j = float(0.5 * np.sum(m * np.sum(self.v[free] ** 2, axis=1)))

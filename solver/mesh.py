@@ -188,6 +188,22 @@ def build_topology(rest_positions: np.ndarray, triangles: np.ndarray) -> MeshTop
     )
 
 
+#: A rest shape whose triangle normals all lie within this angle of one another counts as flat.
+FLAT_REST_ANGLE_RAD = np.radians(0.5)
+
+
+def rest_is_flat(rest_positions: np.ndarray, topology: MeshTopology) -> bool:
+    """True when every non-degenerate triangle of the rest shape faces the same way (or its reverse)."""
+    t = topology.triangles[~topology.degenerate_triangle]
+    if t.shape[0] == 0:
+        return True
+    x = rest_positions
+    normal = np.cross(x[t[:, 1]] - x[t[:, 0]], x[t[:, 2]] - x[t[:, 0]])
+    normal /= np.linalg.norm(normal, axis=1, keepdims=True)
+    # einsum, not ``@``: a threaded BLAS would spin idle threads (see Cloth._diagnostics)
+    return bool(np.abs(np.einsum("ij,j->i", normal, normal[0])).min() >= np.cos(FLAT_REST_ANGLE_RAD))
+
+
 def lumped_vertex_mass(n_vertices: int, triangles: np.ndarray, triangle_area: np.ndarray, density_kg_m2) -> np.ndarray:
     """Per-vertex mass: each triangle's areal density x area split equally over its corners."""
     tri_mass = np.asarray(density_kg_m2, dtype=np.float64) * triangle_area
