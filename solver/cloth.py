@@ -15,9 +15,9 @@ import numpy as np
 
 from . import kernels as kn
 from .coloring import block_schedule, partition_vertices
-from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
-                          build_tethers, hops_to_pins, interleave_independent, sweep_order_from_pins,
-                          vertex_uv)
+from .constraints import (BIAS, WARP, WEFT, ConstraintSet, build_bending, build_shear, build_soft_pins,
+                          build_stretch, build_tethers, classify_grain, hops_to_pins, interleave_independent,
+                          sweep_order_from_pins, vertex_uv)
 from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
@@ -150,8 +150,16 @@ class Cloth:
         if self.options.stretch_limiting:
             flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
             source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
-            self.hierarchy = build_hierarchy(source, self.topology.edges.astype(np.int64), self.edge_rest_length,
-                                             self.mass, self.inv_mass, self.material.stretch_limit, flat,
+            # the level-0 graph: mesh edges plus each quad's second diagonal (the shear pairs), so a
+            # quad mesh's one-way triangulation does not make the coarse levels lopsided
+            shear_set = next((c for c in sets if c.name == "shear"), None)
+            graph = self.topology.edges.astype(np.int64)
+            graph_length = self.edge_rest_length
+            if shear_set is not None and shear_set.count and self.options.stretch_limit_graph_diagonals:
+                graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
+                graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
+            self.hierarchy = build_hierarchy(source, graph, graph_length, self.mass, self.inv_mass,
+                                             self._link_limits(rest, uv), flat,
                                              max_levels=self.options.stretch_limit_levels)
         self._ml_snapshot = np.zeros_like(rest)
         self.stretch_limit_active = 0
@@ -169,6 +177,26 @@ class Cloth:
         self._dx = np.zeros_like(rest)
         self._hits = np.zeros(n)
         self._no_extra = np.zeros((0, 3))
+
+    def _link_limits(self, rest, uv):
+        """The stretch limit of each coarse link of :mod:`.multilevel`, by its grain.
+
+        ``Material.stretch_limit`` is the warp's; weft and bias links stop at the same tension,
+        so their limits scale with their compliance (cotton: warp 0.2 %, weft 0.25 %, bias
+        1.25 %), which keeps the fabric's anisotropy. Without shear constraints the cloth is
+        meant to shear freely: bias links then only connect the levels, with no constraint.
+        """
+        m = self.material
+        per_grain = np.empty(3)
+        per_grain[WARP] = m.stretch_limit
+        per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
+        per_grain[BIAS] = (m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp
+                           if self.options.shear else np.inf)
+        vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
+
+        def limits(pairs):
+            return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs)]
+        return limits
 
     # ------------------------------------------------------------------------------------------
     @staticmethod

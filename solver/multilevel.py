@@ -171,16 +171,18 @@ def _pin_outward(pairs: np.ndarray, n: int, kinematic: np.ndarray) -> np.ndarray
 
 
 def build_hierarchy(positions: np.ndarray, edges: np.ndarray, edge_rest_length: np.ndarray, mass: np.ndarray,
-                    inv_mass: np.ndarray, stretch_limit: float, flat_rest: bool,
+                    inv_mass: np.ndarray, stretch_limit, flat_rest: bool,
                     max_levels: int = MAX_LEVELS) -> Hierarchy:
     """The levels of :mod:`this module <.multilevel>` for a mesh (see the module docstring).
 
     ``positions``: rest positions (or the flattened pattern) whose distances are the coarse rest
     lengths when ``flat_rest``; ``edges``/``edge_rest_length``: the stretch edges (level 0).
+    ``stretch_limit``: one strain for every link, or a function of an (m, 2) array of global vertex
+    pairs giving each link's limit (``inf``: the pair links the level's graph but gets no constraint).
     """
     n = positions.shape[0]
     kinematic = inv_mass <= 0.0
-    limit = 1.0 + float(stretch_limit)
+    limit_of = stretch_limit if callable(stretch_limit) else (lambda pairs: np.full(pairs.shape[0], stretch_limit))
     edge_list = [np.zeros((0, 2), np.int64)]  # level 0 (the mesh) is solved by the XPBD stretch constraints
     max_length = [np.zeros(0)]
     inv_rows = [np.asarray(inv_mass, np.float64)]
@@ -223,8 +225,11 @@ def build_hierarchy(positions: np.ndarray, edges: np.ndarray, edge_rest_length: 
         order = _pin_outward(pairs, n_coarse, coarse_kin)
         pairs, rest = pairs[order], rest[order]
 
-        edge_list.append(coarse_global[pairs])
-        max_length.append(limit * rest)
+        links = coarse_global[pairs]
+        limit = np.asarray(limit_of(links), dtype=np.float64)
+        keep_link = np.isfinite(limit)
+        edge_list.append(links[keep_link])
+        max_length.append(((1.0 + limit) * rest)[keep_link])
         row = np.zeros(n)
         row[coarse_global] = np.where(coarse_kin, 0.0, 1.0 / np.where(coarse_kin, 1.0, coarse_mass))
         inv_rows.append(row)
@@ -235,6 +240,8 @@ def build_hierarchy(positions: np.ndarray, edges: np.ndarray, edge_rest_length: 
         weight_list.append(w)
         child_offsets.append(child_offsets[-1] + children.size)
 
+        if len(edge_list) == 2:
+            level_one = coarse_global.astype(np.int64)
         level_ids, level_edges, level_len = coarse_global, pairs, rest
         level_mass, level_kin = coarse_mass, coarse_kin
 
@@ -251,7 +258,7 @@ def build_hierarchy(positions: np.ndarray, edges: np.ndarray, edge_rest_length: 
         parent_start=np.asarray(parent_start, np.int64),
         parents=np.concatenate(parent_list).astype(np.int64) if levels else empty_i,
         parent_weight=np.concatenate(weight_list) if levels else np.zeros(0),
-        snapshot=np.unique(edge_list[1]).astype(np.int64) if levels else empty_i,
+        snapshot=level_one if levels else empty_i,
     )
 
 

@@ -74,6 +74,7 @@ class ClothOptions:
     stretch_limiting: bool = True
     #: Coarse levels above the mesh at most (each has about a quarter of the vertices below it).
     stretch_limit_levels: int = 8
+    stretch_limit_graph_diagonals: bool = True
     #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
     soft_pin_compliance: float = 1e-4
     #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
