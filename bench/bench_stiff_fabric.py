@@ -48,7 +48,7 @@ VARIANTS = {
                    dict(substeps=20)),
     "plain_80x1": ("80 x 1, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=80)),
     "plain_20x4": ("20 x 4, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=20, iterations=4)),
-    "mesh_only_limit": ("strain limit on the mesh edges only (0 coarse levels)", dict(stretch_limit_levels=0), {}),
+    "no_levels_10x1": ("10 x 1 with 0 coarse levels (tethers, no stretch limit)", dict(stretch_limit_levels=0), {}),
 }
 
 

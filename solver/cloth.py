@@ -31,6 +31,9 @@ from .settings import ClothOptions, SolverSettings
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
+#: A coarse link within this angle (degrees) of the warp or weft takes that grain's stretch limit,
+#: otherwise the bias one (mesh edges use ``constraints.GRAIN_TOLERANCE_DEG``, 22.5).
+LINK_GRAIN_TOLERANCE_DEG = 10.0
 #: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
 _SOLVER_LOCK = threading.Lock()
 
@@ -150,12 +153,18 @@ class Cloth:
         if self.options.stretch_limiting:
             flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
             source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
-            # the level-0 graph: mesh edges plus each quad's second diagonal (the shear pairs), so a
-            # quad mesh's one-way triangulation does not make the coarse levels lopsided
+            # the level-0 graph: mesh edges, plus each quad's second diagonal (the shear pairs) when the
+            # faces were polygons, so their one-way fan triangulation does not make the levels lopsided
+            # (fan quads 64 x 64: P95 2.36 -> 1.21 %; on alternating triangles the diagonals cost:
+            # 0.95 -> 1.25 % at 64, 1.02 -> 1.95 % at 128; docs/design/stiff_fabric.md)
             shear_set = next((c for c in sets if c.name == "shear"), None)
             graph = self.topology.edges.astype(np.int64)
             graph_length = self.edge_rest_length
-            if shear_set is not None and shear_set.count and self.options.stretch_limit_graph_diagonals:
+            diagonals = self.options.stretch_limit_graph_diagonals
+            if diagonals == "auto":  # polygons came in: fan-triangulated, every quad's diagonal one way
+                diagonals = not (isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3) and any(
+                    len(f) > 3 for f in faces)
+            if shear_set is not None and shear_set.count and diagonals:
                 graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
                 graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
             self.hierarchy = build_hierarchy(source, graph, graph_length, self.mass, self.inv_mass,
@@ -185,6 +194,8 @@ class Cloth:
         so their limits scale with their compliance (cotton: warp 0.2 %, weft 0.25 %, bias
         1.25 %), which keeps the fabric's anisotropy. Without shear constraints the cloth is
         meant to shear freely: bias links then only connect the levels, with no constraint.
+        Links count as warp or weft within :data:`LINK_GRAIN_TOLERANCE_DEG` of the thread only:
+        a link a few cells long at 18 deg (3 cells by 1) stretches when the cloth shears.
         """
         m = self.material
         per_grain = np.empty(3)
@@ -195,7 +206,7 @@ class Cloth:
         vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
 
         def limits(pairs):
-            return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs)]
+            return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs, LINK_GRAIN_TOLERANCE_DEG)]
         return limits
 
     # ------------------------------------------------------------------------------------------

@@ -74,7 +74,9 @@ class ClothOptions:
     stretch_limiting: bool = True
     #: Coarse levels above the mesh at most (each has about a quarter of the vertices below it).
     stretch_limit_levels: int = 8
-    stretch_limit_graph_diagonals: bool = True
+    #: Coarsen over the mesh edges plus each quad's second diagonal: "auto" (when the faces came in as
+    #: quads / polygons, whose fan triangulation runs every diagonal one way), True or False.
+    stretch_limit_graph_diagonals: bool | str = "auto"
     #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
     soft_pin_compliance: float = 1e-4
     #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
@@ -88,6 +90,9 @@ class ClothOptions:
             raise ClothInputError(f"rest_length_source must be 'mesh' or 'pattern', got {self.rest_length_source!r}")
         if not self.tether_scale >= 1.0:
             raise ClothInputError(f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}")
+        if self.stretch_limit_graph_diagonals not in (True, False, "auto"):
+            raise ClothInputError("stretch_limit_graph_diagonals must be True, False or 'auto', "
+                                  f"got {self.stretch_limit_graph_diagonals!r}")
         if not (int(self.stretch_limit_levels) == self.stretch_limit_levels and 0 <= self.stretch_limit_levels <= 16):
             raise ClothInputError(f"stretch_limit_levels must be an integer in 0..16, got {self.stretch_limit_levels}")
         if not (int(self.tether_count) == self.tether_count and 1 <= self.tether_count <= 8):
