@@ -13,7 +13,7 @@ With Python and the ``bpy`` module (the folder may have any name)::
 Without .blend arguments the file Blender has open is baked in this process, and on success the
 script returns so that later Blender arguments (``-f 1`` to render, say) see the baked result.
 With .blend arguments every file is a shot baked in its own worker process (at most ``--jobs``
-at a time, each with ``--threads`` Numba threads); see ``operators/cli_support.py``.
+at a time, each with ``--threads`` Numba threads); see ``cli_core.py``.
 Run ``cli.py --help`` for the flags. Exit status: 0 all shots baked, 1 a shot failed, 2 bad
 arguments.
 """
@@ -77,7 +77,7 @@ def load_package():
 
 
 def _support(package):
-    return importlib.import_module(package.__name__ + ".operators.cli_support")
+    return importlib.import_module(package.__name__ + ".cli_core")
 
 
 def _ensure_registered(package):
@@ -245,9 +245,8 @@ def run_worker(opts, package) -> int:
 
 
 def _expected(package, error) -> bool:
-    bake = importlib.import_module(package.__name__ + ".operators.bake")
-    errors = importlib.import_module(package.__name__ + ".solver.errors")
-    return isinstance(error, (ShotFailed, bake.BakeError, errors.SelvedgeError, OSError, ValueError))
+    errors = importlib.import_module(package.__name__ + ".operators.errors")
+    return isinstance(error, (ShotFailed, *errors.EXPECTED_ERRORS))
 
 
 def run_open_file(opts, package) -> int:

@@ -9,7 +9,8 @@ Run by Blender (what a farm worker does)::
 or by a Python that has the ``bpy`` module. Only Blender itself is needed (the Selvedge extension
 is not): the shot is opened, every cache of the shot's cache folder (``<object>.pc2`` with its
 ``<object>.json`` sidecar, written by the Bake step) is attached to its object through a Mesh
-Cache modifier (the one the bake saved, or a new one), and frames ``chunk start .. min(chunk
+Cache modifier (the one the bake saved, or a new one; set as ``operators/mesh_cache.py`` says, a
+copy of which the Open Job Description template embeds beside this script), and frames ``chunk start .. min(chunk
 start + chunk size - 1, frame end)`` are rendered with the shot's own render settings. The task
 fails with a clear message, rendering nothing, when the cache folder holds no cache, a requested
 object has no cache, or a cache does not cover the frames. The .blend file is not saved.
@@ -22,10 +23,11 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # farm_shots.py lies beside this script
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # farm_shots.py lies beside this script (and, on a worker, mesh_cache.py: embedded)
+sys.path.insert(1, os.path.join(os.path.dirname(HERE), "operators"))  # in the repository: operators/mesh_cache.py
 from farm_shots import TaskError, resolve_shot, script_args, split_list  # noqa: E402
-
-MODIFIER_NAME = "Selvedge Cache"
+from mesh_cache import MODIFIER_NAME, configure_mesh_cache, new_cache_modifier  # noqa: E402
 
 
 def parse(argv):
@@ -91,21 +93,8 @@ def attach_caches(bpy, blend, cache_setting, frames, required):
                             "vertices; re-bake the shot")
         mod = next((m for m in obj.modifiers if m.type == "MESH_CACHE" and m.name == MODIFIER_NAME), None)
         if mod is None:
-            mod = obj.modifiers.new(MODIFIER_NAME, "MESH_CACHE")
-            if hasattr(mod, "use_pin_to_last"):
-                mod.use_pin_to_last = True
-        # The settings of Selvedge's own bake (operators/bake.py): object-space PC2, one sample per frame.
-        mod.cache_format = "PC2"
-        mod.filepath = pc2
-        mod.frame_start = first
-        mod.frame_scale = 1.0
-        mod.time_mode = "FRAME"
-        mod.play_mode = "SCENE"
-        mod.deform_mode = "OVERWRITE"
-        mod.interpolation = "LINEAR"
-        mod.factor = 1.0
-        mod.forward_axis, mod.up_axis = "POS_Y", "POS_Z"
-        mod.show_viewport = mod.show_render = True
+            mod = new_cache_modifier(obj)
+        configure_mesh_cache(mod, pc2, first)  # the playback contract of Selvedge's own bake
         attached.append((name, pc2))
     return attached
 

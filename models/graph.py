@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..solver.transforms import rotate_rows
+
 #: Node feature layout; the ONNX model's input ``node_features`` has exactly these columns.
 NODE_FEATURES = (
     "vel_x", "vel_y", "vel_z", "speed",                # m/s, world velocity (relative by nature)
@@ -261,11 +263,7 @@ def mesh_world_edges(tris, v0, v1, points, radius):
     return hit, q0, q1, side[hit] * dist[hit]
 
 
-def _rotate(q, v):
-    """Rotate the rows of v (P,3) by the unit quaternion q (w, x, y, z)."""
-    w, u = q[0], np.asarray(q[1:])
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
+_rotate = rotate_rows  # models/training imports it under this name
 
 
 def local_closest(kind: int, dims, p):

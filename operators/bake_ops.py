@@ -1,101 +1,48 @@
-"""Bake operators: thin wrappers over :mod:`.bake` that turn errors into reports."""
-import bpy
+"""Bake operators: thin wrappers over :mod:`.bake` (jobs run by :class:`.modal_job.ModalJobOperator`)."""
 from bpy.types import Operator
 
+from .errors import EXPECTED_ERRORS, failure_message
+from .modal_job import JobModal, ModalJobOperator
 
-def _any_cloth(context) -> bool:
+
+def poll_any_cloth(cls, context) -> bool:
+    """The poll of every operator that simulates: the scene has a cloth object (else says so)."""
     scene = context.scene
-    return scene is not None and any(o.selvedge.role == "CLOTH" for o in scene.objects)
+    if scene is None or not any(o.selvedge.role == "CLOTH" for o in scene.objects):
+        cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
+        return False
+    return True
 
 
-def _failure_message(error: BaseException) -> str:
-    if isinstance(error, OSError):
-        return f"Selvedge bake failed: {error.strerror or error} ({error.filename or 'file'})"
-    return f"Selvedge bake failed: {error}"
+class BakeModal(JobModal):
+    """A bake's modal run: progress in the status bar, Esc cancels (a cancelled bake writes nothing)."""
+
+    failure_prefix = "Selvedge bake failed"
+
+    def status_text(self) -> str:
+        sim = self.job.sim
+        return (f"Selvedge: frame {sim.first + sim.done} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
+                f"max strain {100 * sim.last_strain:.1f}%  (Esc to cancel)")
+
+    def escape(self, context) -> set:
+        self.job.cancel()
+        self.end(context)
+        self.report({"WARNING"}, "Selvedge bake cancelled; nothing was written")
+        return {"CANCELLED"}
 
 
-def _expected_errors():
-    from ..solver.errors import SelvedgeError
-    from .bake import BakeError
-
-    return (BakeError, SelvedgeError, OSError, ValueError)
-
-
-class _BakeOperator:
+class _BakeOperator(ModalJobOperator):
     """Synchronous ``execute`` (scripts, ``blender -b``); ``invoke`` adds a modal run with a progress
     bar, a status line and Esc to cancel (a cancelled bake writes nothing)."""
 
-    bl_options = {"REGISTER", "UNDO"}
+    modal_class = BakeModal
 
     @classmethod
     def poll(cls, context):
-        if not _any_cloth(context):
-            cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
-            return False
-        return True
-
-    def make_job(self, context):
-        raise NotImplementedError
-
-    def summary(self, result) -> str:
-        raise NotImplementedError
-
-    def execute(self, context):
-        try:
-            job = self.make_job(context)
-            while job.step():
-                pass
-            result = job.finish()
-        except _expected_errors() as error:
-            self.report({"ERROR"}, _failure_message(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, self.summary(result))
-        return {"FINISHED"}
-
-    def invoke(self, context, event):
-        if bpy.app.background or context.window is None:
-            return self.execute(context)
-        try:
-            self._job = self.make_job(context)
-        except _expected_errors() as error:
-            self.report({"ERROR"}, _failure_message(error))
-            return {"CANCELLED"}
-        wm = context.window_manager
-        self._timer = wm.event_timer_add(0.001, window=context.window)
-        wm.modal_handler_add(self)
-        return {"RUNNING_MODAL"}
-
-    def _end(self, context):
-        context.window_manager.event_timer_remove(self._timer)
-        context.workspace.status_text_set(None)
-
-    def modal(self, context, event):
-        if event.type == "ESC":
-            self._job.cancel()
-            self._end(context)
-            self.report({"WARNING"}, "Selvedge bake cancelled; nothing was written")
-            return {"CANCELLED"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        try:
-            more = self._job.step()
-            sim = self._job.sim
-            context.workspace.status_text_set(
-                f"Selvedge: frame {sim.first + sim.done} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
-                f"max strain {100 * sim.last_strain:.1f}%  (Esc to cancel)")
-            if more:
-                return {"RUNNING_MODAL"}
-            result = self._job.finish()
-        except _expected_errors() as error:
-            self._end(context)
-            self.report({"ERROR"}, _failure_message(error))
-            return {"CANCELLED"}
-        self._end(context)
-        self.report({"INFO"}, self.summary(result))
-        return {"FINISHED"}
+        return poll_any_cloth(cls, context)
 
 
-class SELVEDGE_OT_bake_cache(_BakeOperator, Operator):
+class SELVEDGE_OT_bake_cache(_BakeOperator):
     """Simulate every Selvedge cloth object and write a PC2 point cache per object, played by a Mesh Cache modifier"""
 
     bl_idname = "selvedge.bake_cache"
@@ -110,7 +57,7 @@ class SELVEDGE_OT_bake_cache(_BakeOperator, Operator):
         return f"Selvedge: baked {len(result)} object(s) to PC2 caches"
 
 
-class SELVEDGE_OT_bake_shape_keys(_BakeOperator, Operator):
+class SELVEDGE_OT_bake_shape_keys(_BakeOperator):
     """Simulate every Selvedge cloth object and store one keyframed shape key per frame"""
 
     bl_idname = "selvedge.bake_shape_keys"
@@ -149,8 +96,8 @@ class SELVEDGE_OT_free_bake(Operator):
             for obj in context.scene.objects:
                 if has_bake(obj):
                     freed += free_bake(obj)
-        except OSError as error:
-            self.report({"ERROR"}, _failure_message(error))
+        except EXPECTED_ERRORS as error:
+            self.report({"ERROR"}, failure_message(BakeModal.failure_prefix, error))
             return {"CANCELLED"}
         self.report({"INFO"}, f"Selvedge: freed {len(freed)} item(s)")
         return {"FINISHED"}

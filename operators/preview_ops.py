@@ -29,9 +29,10 @@ import time
 
 import bpy
 from bpy.props import EnumProperty
-from bpy.types import Operator
 
 from . import overlay
+from .bake_ops import poll_any_cloth
+from .modal_job import JobModal, ModalJobOperator
 
 LIVE_KEY = "Selvedge Preview"
 ON_CANCEL_ITEMS = (
@@ -174,7 +175,7 @@ class PreviewRun:
 
     def cancel(self, keep: bool | None = None) -> dict:
         """Stop between frames. Keep the frames done so far (``{object: [keys]}``) or revert (``{}``)."""
-        from .bake import _write_shape_keys
+        from .bake import write_shape_keys
 
         if self.closed:
             return {}
@@ -188,23 +189,12 @@ class PreviewRun:
         first = self.sim.first
         result = {}
         for run, frames in zip(self.sim.runs, self.job.samples):
-            result[run.obj.name] = _write_shape_keys(run.obj, frames[:done + 1], first, first + done, self.log)
+            result[run.obj.name] = write_shape_keys(run.obj, frames[:done + 1], first, first + done, self.log)
         self._stamp_records()
         self.closed = True
         self.context.view_layer.update()
         self.log(f"Selvedge: preview stopped; kept frames {first}-{first + done} as shape keys")
         return result
-
-
-def _expected_errors():
-    from ..solver.errors import SelvedgeError
-    from .bake import BakeError
-
-    return (BakeError, SelvedgeError, OSError, ValueError)
-
-
-def _failure(error) -> str:
-    return f"Selvedge preview failed: {error}"
 
 
 #: Events a running preview passes on: view navigation (orbit, pan, zoom, numpad and NDOF views) and
@@ -221,105 +211,53 @@ def passes_through(event) -> bool:
                                                          "TIMER2", "TIMERREGION"))
 
 
-def _has_ui(context) -> bool:
-    """Whether there is a window to put timers and text in (the bpy module has a window object, but
-    no event loop: ``bpy.app.background``)."""
-    return not bpy.app.background and getattr(context, "window", None) is not None
-
-
-class PreviewModal:
-    """The interactive part: one frame per timer event, status/header text, Esc to stop; the view
-    can be navigated meanwhile (:func:`passes_through`).
-
-    ``report(level set, message)`` is the operator's ``report``. Every UI call is skipped where
-    there is no window (headless), so the event logic can be driven with plain events.
-    """
-
-    def __init__(self, run: PreviewRun, report):
-        self.run, self.report = run, report
-        self.timer = None
-
-    def start(self, context, operator) -> None:
-        """Add the timer and the modal handler (``operator``'s ``modal`` delegates to :meth:`modal`)."""
-        if _has_ui(context):
-            self.timer = context.window_manager.event_timer_add(0.001, window=context.window)
-            context.window_manager.modal_handler_add(operator)
-        self._text(context, self.run.status_text())
-
-    @staticmethod
-    def _text(context, text) -> None:
-        if not _has_ui(context):
-            return
-        if context.workspace is not None:
-            context.workspace.status_text_set(text)
-        area = context.area
-        if area is not None and area.type == "VIEW_3D":
-            area.header_text_set(text)
-        screen = context.screen
-        for a in getattr(screen, "areas", ()):
-            if a.type == "VIEW_3D":
-                a.tag_redraw()
-
-    def end(self, context) -> None:
-        if self.timer is not None:
-            context.window_manager.event_timer_remove(self.timer)
-            self.timer = None
-        self._text(context, None)
-
-    def modal(self, context, event) -> set:
-        if event.type == "ESC" and event.value != "RELEASE":
-            keep = self.run.on_cancel == "KEEP"
-            try:
-                kept = self.run.cancel()
-            except _expected_errors() as error:
-                self.end(context)
-                self.report({"ERROR"}, _failure(error))
-                return {"CANCELLED"}
-            self.end(context)
-            if kept:
-                frames = len(next(iter(kept.values())))
-                self.report({"WARNING"}, f"Selvedge preview stopped; kept {frames} frame(s) as shape keys")
-                return {"FINISHED"}
-            self.report({"WARNING"}, "Selvedge preview cancelled; the scene is as it was" if not keep
-                        else "Selvedge preview cancelled before the first frame; nothing kept")
-            return {"CANCELLED"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"} if passes_through(event) else {"RUNNING_MODAL"}
-        try:
-            more = self.run.step()
-            self._text(context, self.run.status_text())
-            if more:
-                return {"RUNNING_MODAL"}
-            result = self.run.finish()
-        except _expected_errors() as error:
-            self.end(context)
-            self.report({"ERROR"}, _failure(error))
-            return {"CANCELLED"}
-        self.end(context)
-        self.report({"INFO"}, _summary(result))
-        return {"FINISHED"}
-
-
 def _summary(result) -> str:
     return f"Selvedge preview: {sum(len(v) for v in result.values())} frame(s) on {len(result)} object(s)"
 
 
-class SELVEDGE_OT_simulate_preview(Operator):
+class PreviewModal(JobModal):
+    """The interactive part: one frame per timer event, status/header text, Esc to stop; the view
+    can be navigated meanwhile (:func:`passes_through`). ``run`` is the :class:`PreviewRun`."""
+
+    failure_prefix = "Selvedge preview failed"
+
+    def __init__(self, run: PreviewRun, report, summary=_summary):
+        super().__init__(run, report, summary)
+        self.run = run
+
+    def status_text(self) -> str:
+        return self.run.status_text()
+
+    def other_event(self, event) -> set:
+        return {"PASS_THROUGH"} if passes_through(event) else {"RUNNING_MODAL"}
+
+    def escape(self, context) -> set:
+        keep = self.run.on_cancel == "KEEP"
+        kept = self.run.cancel()
+        self.end(context)
+        if kept:
+            frames = len(next(iter(kept.values())))
+            self.report({"WARNING"}, f"Selvedge preview stopped; kept {frames} frame(s) as shape keys")
+            return {"FINISHED"}
+        self.report({"WARNING"}, "Selvedge preview cancelled; the scene is as it was" if not keep
+                    else "Selvedge preview cancelled before the first frame; nothing kept")
+        return {"CANCELLED"}
+
+
+class SELVEDGE_OT_simulate_preview(ModalJobOperator):
     """Simulate the cloth frame by frame and watch it in the viewport (Esc stops: keep the frames done or
     revert, as chosen). The result is a shape-key bake"""
 
     bl_idname = "selvedge.simulate_preview"
     bl_label = "Simulate (Preview)"
-    bl_options = {"REGISTER", "UNDO"}
+    modal_class = PreviewModal
 
     on_cancel: EnumProperty(name="On Esc", description="What Esc does with the frames simulated so far",
                             items=ON_CANCEL_ITEMS, default="KEEP")
 
     @classmethod
     def poll(cls, context):
-        scene = context.scene
-        if scene is None or not any(o.selvedge.role == "CLOTH" for o in scene.objects):
-            cls.poll_message_set("No object has the Selvedge role 'Cloth'; mark a mesh as cloth first")
+        if not poll_any_cloth(cls, context):
             return False
         if context.mode != "OBJECT":
             cls.poll_message_set("Switch to Object Mode to simulate")
@@ -331,32 +269,11 @@ class SELVEDGE_OT_simulate_preview(Operator):
             return self.on_cancel
         return getattr(context.window_manager, "selvedge_preview_on_cancel", self.on_cancel)
 
-    def execute(self, context):
-        try:
-            run = PreviewRun(context, self._choice(context))
-            while run.step():
-                pass
-            result = run.finish()
-        except _expected_errors() as error:
-            self.report({"ERROR"}, _failure(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, _summary(result))
-        return {"FINISHED"}
+    def make_job(self, context):
+        return PreviewRun(context, self._choice(context))
 
-    def invoke(self, context, event):
-        if bpy.app.background or context.window is None:
-            return self.execute(context)
-        try:
-            run = PreviewRun(context, self._choice(context))
-        except _expected_errors() as error:
-            self.report({"ERROR"}, _failure(error))
-            return {"CANCELLED"}
-        self._modal = PreviewModal(run, self.report)
-        self._modal.start(context, self)
-        return {"RUNNING_MODAL"}
-
-    def modal(self, context, event):
-        return self._modal.modal(context, event)
+    def summary(self, result) -> str:
+        return _summary(result)
 
     @classmethod
     def register(cls):

@@ -106,13 +106,16 @@ def solver_settings_from_scene(scene_settings, fps: float):
 
 
 def frame_range(scene_settings, scene_frame_start: int, scene_frame_end: int) -> tuple[int, int]:
-    """The bake's (first, last) frame; raises ``ValueError`` when reversed."""
+    """The bake's (first, last) frame; raises :class:`~.errors.SceneSettingsError` when reversed."""
     if scene_settings.use_scene_frame_range:
         first, last = int(scene_frame_start), int(scene_frame_end)
     else:
         first, last = int(scene_settings.frame_start), int(scene_settings.frame_end)
     if last < first:
-        raise ValueError(f"the frame range is reversed ({first} to {last}); the end frame must not precede the start")
+        from .errors import SceneSettingsError
+
+        raise SceneSettingsError(f"the frame range is reversed ({first} to {last}); the end frame must not precede "
+                                 "the start")
     return first, last
 
 

@@ -1,16 +1,33 @@
-"""Selvedge's XPBD cloth solver: NumPy + Numba, no Blender imports (runs anywhere Python does)."""
-from .cloth import Cloth
-from .settings import BENDING_MODELS, SOLVE_MODES, ClothOptions, SolverSettings
-from .diagnostics import ConstraintStats, FrameDiagnostics
-from .errors import ClothInputError, SelvedgeError, SimulationError
-from .hooks import ContactHandler
-from .materials import PRESETS, Material, compliance_from_slider, preset
-from .mesh import grid_mesh, triangulate
+"""Selvedge's XPBD cloth solver: NumPy + Numba, no Blender imports (runs anywhere Python does).
+
+The public names are imported on first use (PEP 562), so ``solver.errors`` and ``solver.transforms``
+(pure NumPy) can be imported without loading Numba: an operator's ``except`` clause names the
+solver's error classes without compiling anything.
+"""
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BENDING_MODELS", "SOLVE_MODES", "Cloth", "ClothOptions", "SolverSettings", "ConstraintStats",
-    "FrameDiagnostics", "ClothInputError", "SelvedgeError", "SimulationError", "ContactHandler", "PRESETS",
-    "Material", "compliance_from_slider", "preset", "grid_mesh", "triangulate", "__version__",
-]
+#: public name -> the submodule defining it
+_EXPORTS = {
+    "Cloth": "cloth", "BENDING_MODELS": "settings", "SOLVE_MODES": "settings", "ClothOptions": "settings",
+    "SolverSettings": "settings", "ConstraintStats": "diagnostics", "FrameDiagnostics": "diagnostics",
+    "ClothInputError": "errors", "SelvedgeError": "errors", "SimulationError": "errors", "ContactHandler": "hooks",
+    "PRESETS": "materials", "Material": "materials", "compliance_from_slider": "materials", "preset": "materials",
+    "grid_mesh": "mesh", "triangulate": "mesh",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])

@@ -1,7 +1,8 @@
-"""Copy farm/bake_shot.py, farm/render_frames.py and farm/farm_shots.py into the template's embedded files.
+"""Copy farm/bake_shot.py, farm/render_frames.py, farm/farm_shots.py and operators/mesh_cache.py into the
+template's embedded files.
 
-The template embeds both task scripts and the module they share (so a worker needs only Blender
-and the Selvedge extension, not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
+The template embeds both task scripts, the module they share and the Mesh Cache playback contract
+the render step sets (so a worker needs only Blender and the Selvedge extension, not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
 tests/farm/test_openjd_template.py fails while the embedded copies differ from the files.
 """
 import re
@@ -11,7 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE / "selvedge_bake_render.yaml"
 #: ``data: |`` lines marked with the file whose text follows (indented 10 spaces).
-MARKER = re.compile(r"^(?P<indent> *)data: \|  # embedded copy of (?P<file>farm/[\w.]+)$")
+MARKER = re.compile(r"^(?P<indent> *)data: \|  # embedded copy of (?P<file>(?:farm|operators)/[\w.]+)$")
 
 
 def embed(text: str, root: Path) -> str:

@@ -9,8 +9,8 @@ Usage::
     cloth.step()
 """
 from .colliders import Colliders, SelfCollision
-from .proxies import (Box, Capsule, Collider, Plane, SDFGrid, Sphere, TriangleMesh, quaternion_axis_angle,
-                      quaternion_between)
+from .proxies import (Box, Capsule, Collider, Plane, SDFGrid, Sphere, TriangleMesh, combined_friction,
+                      orient_closed_mesh, quaternion_axis_angle, quaternion_between)
 
 __all__ = ["Colliders", "SelfCollision", "Box", "Capsule", "Collider", "Plane", "SDFGrid", "Sphere", "TriangleMesh",
-           "quaternion_axis_angle", "quaternion_between"]
+           "combined_friction", "orient_closed_mesh", "quaternion_axis_angle", "quaternion_between"]

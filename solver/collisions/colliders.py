@@ -55,6 +55,7 @@ import numpy as np
 
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
+from ..transforms import quaternion_conjugate, rotate_rows
 from . import (analytic, cell_lists, contacts, convexity, distance_bounds, geometry, hash_grid, mesh_kernels, sdf,
                self_contact)
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
@@ -735,7 +736,7 @@ class Colliders(ContactHandler):
                                           self.rot1, out)
         for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
             p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))
-            local = _rotate(np.array([q[0], -q[1], -q[2], -q[3]]), pts - p)
+            local = rotate_rows(quaternion_conjugate(q), pts - p)
             out[:, k] = self.analytic[k].signed_distance(local)[0]
         return out
 
@@ -752,10 +753,3 @@ def _pose_at(p0, q0, p1, q1, t):
         th = math.acos(min(d, 1.0))
         q = (math.sin((1 - t) * th) * q0 + math.sin(t * th) * q1) / math.sin(th)
     return p, q / np.linalg.norm(q)
-
-
-def _rotate(q, v):
-    """Rotate the rows of v by the unit quaternion q (w, x, y, z)."""
-    w, u = q[0], q[1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)

@@ -15,37 +15,8 @@ import math
 import numpy as np
 
 from ..errors import ClothInputError
+from ..transforms import IDENTITY, quaternion_axis_angle, quaternion_between  # noqa: F401  (re-exported)
 from . import analytic, sdf
-
-IDENTITY = (1.0, 0.0, 0.0, 0.0)
-
-
-def quaternion_axis_angle(axis, angle_rad: float) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation by ``angle_rad`` about ``axis``."""
-    a = np.asarray(axis, dtype=np.float64)
-    norm = float(np.linalg.norm(a))
-    if not (np.isfinite(norm) and norm > 0 and np.isfinite(angle_rad)):
-        raise ClothInputError(f"rotation axis must be a finite non-zero vector and the angle finite, got {axis}, "
-                              f"{angle_rad}")
-    s = math.sin(0.5 * angle_rad) / norm
-    return np.array([math.cos(0.5 * angle_rad), a[0] * s, a[1] * s, a[2] * s])
-
-
-def quaternion_between(a, b) -> np.ndarray:
-    """Shortest rotation (w, x, y, z) taking direction a to direction b."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    a = a / np.linalg.norm(a)
-    b = b / np.linalg.norm(b)
-    d = float(a @ b)
-    if d < -1.0 + 1e-12:
-        ortho = np.cross(a, (1.0, 0.0, 0.0))
-        if np.linalg.norm(ortho) < 1e-6:
-            ortho = np.cross(a, (0.0, 1.0, 0.0))
-        return quaternion_axis_angle(ortho, math.pi)
-    c = np.cross(a, b)
-    q = np.array([1.0 + d, c[0], c[1], c[2]])
-    return q / np.linalg.norm(q)
 
 
 def validated_vector(what: str, value, size: int) -> np.ndarray:
@@ -75,6 +46,38 @@ def _positive(what: str, value: float) -> float:
     if not (math.isfinite(value) and value > 0.0):
         raise ClothInputError(f"{what} must be finite and > 0, got {value}")
     return value
+
+
+def combined_friction(collider_friction: float, cloth_friction_static: float,
+                      cloth_friction_kinetic: float) -> tuple[float, float]:
+    """(static, kinetic) Coulomb coefficients of a cloth-collider contact from both sides' coefficients.
+
+    The geometric mean, mu = sqrt(mu_collider mu_cloth), static with static and kinetic with kinetic
+    (Box2D's ``b2MixFriction`` rule): either side at 0 makes the contact frictionless, and equal
+    sides give that value. The
+    kinetic coefficient is clamped to the static one (mu_k <= mu_s, Coulomb's law as the friction
+    kernel assumes).
+    """
+    mu_s = float(np.sqrt(collider_friction * cloth_friction_static))
+    mu_k = min(float(np.sqrt(collider_friction * cloth_friction_kinetic)), mu_s)
+    return mu_s, mu_k
+
+
+def orient_closed_mesh(vertices, triangles) -> tuple[np.ndarray, bool]:
+    """(triangles, one_sided) for a mesh collider: a closed mesh is wound outwards and made one-sided.
+
+    Closed means every edge is shared by exactly two triangles (a 2-manifold without boundary); its
+    signed volume V = 1/6 sum a . (b x c) (divergence theorem) is positive when the triangles wind
+    counter-clockwise seen from outside, so a negative V flips every triangle. An open mesh (a
+    boundary or non-manifold edge) has no inside: it is returned as given and two-sided.
+    """
+    e = np.sort(np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(e, axis=0, return_counts=True)
+    if not (counts == 2).all():
+        return triangles, False
+    a, b, c = vertices[triangles[:, 0]], vertices[triangles[:, 1]], vertices[triangles[:, 2]]
+    volume = float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0
+    return (triangles if volume > 0 else triangles[:, [0, 2, 1]]), True
 
 
 class Collider:

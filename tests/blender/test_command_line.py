@@ -23,7 +23,7 @@ import pytest
 
 import selvedge
 from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacked_reference_run
-from selvedge.operators import cli_support
+from selvedge import cli_core
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,52 +257,52 @@ def test_inside_blender_the_open_file_bakes_in_process(shots, monkeypatch):
 # ----------------------------------------------------------------------------------------------
 # The Blender-free half
 def test_arguments_after_a_double_dash_and_defaults():
-    assert cli_support.script_args(["blender", "-b", "x.blend", "-P", "cli.py", "--", "--jobs", "2"]) == ["--jobs",
+    assert cli_core.script_args(["blender", "-b", "x.blend", "-P", "cli.py", "--", "--jobs", "2"]) == ["--jobs",
                                                                                                        "2"]
-    assert cli_support.script_args(["cli.py", "a.blend"]) == ["a.blend"]
-    opts = cli_support.parse_args(["a.blend", "--jobs", "2"], cpu_count=8)
+    assert cli_core.script_args(["cli.py", "a.blend"]) == ["a.blend"]
+    opts = cli_core.parse_args(["a.blend", "--jobs", "2"], cpu_count=8)
     assert (opts.jobs, opts.threads, opts.frames, opts.out) == (2, 4, None, None)
-    assert cli_support.parse_args(["a.blend", "--jobs", "4"], cpu_count=2).threads == 1
-    with pytest.raises(cli_support.UsageError, match="--jobs must be at least 1"):
-        cli_support.parse_args(["a.blend", "--jobs", "0"])
-    with pytest.raises(cli_support.UsageError, match="invalid choice"):
-        cli_support.parse_args(["a.blend", "--mode", "fast"])
-    args = cli_support.worker_args(cli_support.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend",
+    assert cli_core.parse_args(["a.blend", "--jobs", "4"], cpu_count=2).threads == 1
+    with pytest.raises(cli_core.UsageError, match="--jobs must be at least 1"):
+        cli_core.parse_args(["a.blend", "--jobs", "0"])
+    with pytest.raises(cli_core.UsageError, match="invalid choice"):
+        cli_core.parse_args(["a.blend", "--mode", "fast"])
+    args = cli_core.worker_args(cli_core.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend",
                                    "s")
     assert args[0] == "/s.blend"  # before --objects, which takes every name after it
-    assert cli_support.parse_args(args).objects == ["A", "B"]
+    assert cli_core.parse_args(args).objects == ["A", "B"]
 
 
 def test_shot_paths_logs_and_temporary_file_cleanup(tmp_path):
     for name in ("b.blend", "a.blend"):
         (tmp_path / name).write_bytes(b"")
-    shots, problems = cli_support.expand_shots([str(tmp_path / "*.blend"), str(tmp_path / "a.blend"), "none*.blend"])
+    shots, problems = cli_core.expand_shots([str(tmp_path / "*.blend"), str(tmp_path / "a.blend"), "none*.blend"])
     assert [s.name for s in shots] == ["a", "b"] and problems == ["none*.blend: no file matches this pattern"]
-    cli_support.plan_logs(shots, "//cache/{shot}", None)
+    cli_core.plan_logs(shots, "//cache/{shot}", None)
     assert shots[0].cache_folder == str(tmp_path / "cache" / "a")
     assert shots[0].log == str(tmp_path / "cache" / "a.selvedge.log")
-    assert cli_support.shared_cache_folders(shots) == []
-    cli_support.plan_logs(shots, str(tmp_path / "one"), None)
-    assert "put {shot} in --out" in cli_support.shared_cache_folders(shots)[0]
+    assert cli_core.shared_cache_folders(shots) == []
+    cli_core.plan_logs(shots, str(tmp_path / "one"), None)
+    assert "put {shot} in --out" in cli_core.shared_cache_folders(shots)[0]
 
     folder = tmp_path / "cache"
     folder.mkdir()
     for name in (".Cloth.pc2.abc123.tmp", ".Cloth.json.x.tmp", ".Other.pc2.y.tmp", "Cloth.pc2"):
         (folder / name).write_bytes(b"")
-    removed = cli_support.remove_temporary_files({"cache_folder": str(folder), "stems": ["Cloth"]})
+    removed = cli_core.remove_temporary_files({"cache_folder": str(folder), "stems": ["Cloth"]})
     assert len(removed) == 2
     assert sorted(p.name for p in folder.iterdir()) == [".Other.pc2.y.tmp", "Cloth.pc2"]
 
 
 def test_summary_table_and_overwritten_caches():
-    ok = cli_support.ShotResult("a", "/p/a.blend", status="ok", frames=[1, 6], objects=["Cloth"], seconds=2.0,
+    ok = cli_core.ShotResult("a", "/p/a.blend", status="ok", frames=[1, 6], objects=["Cloth"], seconds=2.0,
                                 caches=["//cache/Cloth.pc2"])
-    clash = cli_support.ShotResult("b", "/p/b.blend", status="ok", frames=[1, 6], objects=["Cloth"],
+    clash = cli_core.ShotResult("b", "/p/b.blend", status="ok", frames=[1, 6], objects=["Cloth"],
                                    caches=["//cache/Cloth.pc2"])
-    failed = cli_support.ShotResult("c", "/p/c.blend", status="failed", message="boom")
-    text = cli_support.summary_table([ok, failed])
+    failed = cli_core.ShotResult("c", "/p/c.blend", status="failed", message="boom")
+    text = cli_core.summary_table([ok, failed])
     assert "a     OK      1-6" in text and "FAILED c (/p/c.blend): boom" in text and "1 of 2 shot(s) baked" in text
-    cli_support.overwritten_caches([ok, clash])
+    cli_core.overwritten_caches([ok, clash])
     assert not ok.ok and not clash.ok and "both wrote /p/cache/Cloth.pc2" in clash.message
 
 

@@ -241,7 +241,7 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     repo_files = {k: v for k, v in entries(from_repo).items() if k != "blender_manifest.toml"}
     our_files = {k: v for k, v in entries(ours).items() if not k.startswith("wheels/") and k != "blender_manifest.toml"}
     assert our_files == repo_files
-    assert "__init__.py" in our_files and "solver/kernels.py" in our_files and "operators/bake.py" in our_files
+    assert "__init__.py" in our_files and "solver/kernels.py" in our_files and "operators/bake/simulation.py" in our_files
     assert not [f for f in our_files if re.match(r"(tests|scripts|bench|devtools|requirements|wheels|dist|farm)/|\.|pyproject\.toml", f)
                 or "__pycache__" in f or f.endswith(".pyc")]
 

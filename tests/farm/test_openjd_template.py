@@ -171,6 +171,9 @@ def test_embedded_scripts_are_the_farm_scripts():
         assert files[name]["data"] == (ROOT / "farm" / f"{script}.py").read_text()
         assert files[name]["filename"] == f"{script}.py"
         assert files["FarmShots"]["data"] == shared and files["FarmShots"]["filename"] == "farm_shots.py"
+        if step == "Render":  # the Mesh Cache playback contract the bake sets, for a worker without Selvedge
+            assert files["MeshCache"]["data"] == (ROOT / "operators" / "mesh_cache.py").read_text()
+            assert files["MeshCache"]["filename"] == "mesh_cache.py"
     assert [s["name"] for s in doc["steps"]] == ["Bake", "Render"]
     assert doc["steps"][1]["dependencies"] == [{"dependsOn": "Bake"}]
     defaults = {p["name"]: p.get("default") for p in doc["parameterDefinitions"]}
