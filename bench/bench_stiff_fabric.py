@@ -116,13 +116,16 @@ def main(argv=None) -> int:
             r = run(args.grid, args.frames, {}, {}, material=name)
             print(json.dumps({"case": "presets", "preset": name, "grid": args.grid, **r}), flush=True)
             preset_rows.append([name, f"{100 * r['stretch_limit']:.1f} %", f"{100 * r['strain_p95']:.2f} %",
-                                f"{100 * r['strain_max_outside_pin_rings']:.1f} %", f"{100 * r['compression_p95']:.2f} %"])
+                                f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                                f"{100 * r['compression_p95']:.2f} %"])
     if args.write_docs:
         sys.path.insert(0, str(ROOT / "bench"))
         from _docs_table import markdown_table, write_section
 
-        body = markdown_table(["variant", "substeps x iterations", f"CPU time vs {args.variants[0] if 'old_defaults' not in args.variants else 'old defaults'}",
-                               "P95 strain (worst frame)", "max outside pin 2-rings", "max (raw)", "compression P95"], rows)
+        reference = "old defaults" if "old_defaults" in args.variants else args.variants[0]
+        body = markdown_table(["variant", "substeps x iterations", f"CPU time vs {reference}",
+                               "P95 strain (worst frame)", "max outside pin 2-rings", "max (raw)",
+                               "compression P95"], rows)
         if preset_rows:
             body += "\n\nEvery preset at the defaults (same scene):\n\n" + markdown_table(
                 ["preset", "stretch limit", "P95 strain", "max outside pin 2-rings", "compression P95"], preset_rows)

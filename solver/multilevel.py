@@ -52,7 +52,8 @@ class Hierarchy(NamedTuple):
     """The coarse levels as flat arrays (level l's rows between ``*_offsets[l]`` and ``[l + 1]``).
 
     ``edges``/``max_length``: all levels' strain-limit pairs (global vertex ids; level 0, the mesh,
-    has none: its edges are the XPBD stretch constraints). ``inv_mass``: (levels + 1, N) inverse masses per level (row 0 the cloth's own).
+    has none: its edges are the XPBD stretch constraints). ``inv_mass``: (levels + 1, N) inverse
+    masses per level (row 0 the cloth's own).
     ``children``: per level l >= 1, the level-(l-1) vertices off level l (global ids, between
     ``child_offsets[l - 1]`` and ``[l]``), with their parents in CSR (``parent_start`` indexes
     ``parents``/``parent_weight``). ``snapshot``: the level-1 vertices.
