@@ -19,10 +19,13 @@ separately, and whether the anomaly guard switched the network off.
 Outputs: ``out/bench_network/table.md``, ``results.json`` and ``error_vs_time.png`` (needs
 matplotlib from requirements/train.txt), and the headline line: at equal error to the teacher,
 is the best network configuration faster than the best pure-XPBD configuration, by what ratio,
-on CPU (and on GPU when onnxruntime has a CUDA provider; otherwise it says there is none).
+with the network where ``--provider`` puts it (``auto``: on the GPU when onnxruntime has a CUDA
+provider; the solver always runs on the CPU). The headline is also printed as a JSON line
+(``"case": "headline"``). The GPU rows come from bench/bench_network_gpu.py on a CUDA machine.
 
     .venv/bin/python bench/bench_network.py                  # full matrix, 250 frames
     .venv/bin/python bench/bench_network.py --quick          # small matrix, 60 frames
+    .venv/bin/python bench/bench_network.py --quick --write-docs   # and its table into docs/benchmarks.md
 """
 from __future__ import annotations
 
@@ -85,7 +88,17 @@ def energy_slope(energy, fps):
     return float(np.polyfit(t, energy, 1)[0])
 
 
-def main(argv=None):
+def device_label(model) -> str:
+    """'CPU', 'GPU' or the stand-in's own label: where the network of this run ran."""
+    label = getattr(model, "device_label", None)
+    if label:
+        return label
+    return "GPU" if getattr(model, "provider", "") == "CUDAExecutionProvider" else "CPU"
+
+
+def main(argv=None, model=None):
+    """``model``: an object with ``run(feed)``, ``provider`` and ``provider_message`` (a
+    :class:`LearnedModel`, or bench_network_gpu's labelled PyTorch stand-in) instead of loading one."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=250)
     ap.add_argument("--scenes", type=int, default=len(teacher.BENCH_SEEDS))
@@ -95,6 +108,9 @@ def main(argv=None):
                     help="network variants STRENGTH:VELOCITY_GAIN (guidance strength; velocity residual gain)")
     ap.add_argument("--quick", action="store_true", help="60 frames, 2 scenes, substeps 4 8 16, 1 iteration")
     ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--provider", choices=("auto", "cpu"), default="auto",
+                    help="auto: the network on the GPU where onnxruntime has a CUDA provider; cpu: always on the CPU")
+    ap.add_argument("--write-docs", action="store_true", help="replace this bench's table in docs/benchmarks.md")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench_network")
     ap.add_argument("--update-card", action="store_true",
                     help="store the headline and matrix summary in models/metrics.json and rewrite models/README.md")
@@ -103,7 +119,9 @@ def main(argv=None):
         args.frames, args.scenes, args.substeps, args.iterations, args.variants = 60, 2, [4, 8, 16], [1], ["1:0"]
     variants = [tuple(float(v) for v in item.split(":")) for item in args.variants]
     args.out.mkdir(parents=True, exist_ok=True)
-    model = LearnedModel(args.model)
+    if model is None:
+        model = LearnedModel(args.model, prefer_gpu=args.provider == "auto")
+    device = device_label(model)
     print(model.provider_message)
     fps = teacher.PROTOCOL["fps"]
     scenes = [make_scene(s, KINDS[k % len(KINDS)]) for k, s in enumerate(list(teacher.BENCH_SEEDS)[: args.scenes])]
@@ -161,9 +179,9 @@ def main(argv=None):
     headline = {}
     for metric in ("err_50_mm", "err_all_mm"):
         headline[metric] = equal_error_comparison(cells, metric)
-    gpu_line = ("GPU: not measured - onnxruntime has no CUDA provider on this machine"
-                if model.provider != "CUDAExecutionProvider" else "GPU: see rows above (network on CUDA)")
-    result = {"frames": args.frames, "scenes": [{"seed": sc.seed, "kind": sc.kind, "vertices": len(sc.rest),
+    gpu_line = ("GPU: not measured yet: run `python bench/bench_network_gpu.py` on a CUDA machine "
+                "(docs/design/network.md, section GPU)" if device == "CPU" else f"{device}: the rows above")
+    result = {"device": device, "frames": args.frames, "scenes": [{"seed": sc.seed, "kind": sc.kind, "vertices": len(sc.rest),
                                                  "collider": sc.collider_kind} for sc in scenes],
               "teacher_ms_per_frame": float(np.mean([r["solver_ms"] for r in refs])), "provider": model.provider,
               "cells": cells, "headline": headline, "gpu": gpu_line, "seconds": round(time.perf_counter() - t0, 1)}
@@ -171,11 +189,36 @@ def main(argv=None):
     write_table(result, args.out / "table.md")
     plot(cells, args.out / "error_vs_time.png")
     for metric, h in headline.items():
-        print(f"HEADLINE ({metric}, CPU): {h['line']}")
+        print(f"HEADLINE ({metric}, {device}): {h['line']}")
+        print(json.dumps({"bench": "network", "case": "headline", "device": device, "provider": model.provider,
+                          "metric": metric, "frames": args.frames, "faster": h["faster"], "ratio": h.get("ratio"),
+                          "line": h["line"]}), flush=True)
     print(gpu_line)
     if args.update_card:
         update_card(result, args)
+    if args.write_docs:
+        write_docs(result, argv)
     return result
+
+
+def write_docs(result, argv, path=None):
+    """This bench's section of docs/benchmarks.md (or ``path``): the headline and one row per cell."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _docs_table import markdown_table, write_section
+    command = " ".join(["python bench/bench_network.py", *(sys.argv[1:] if argv is None else argv)])
+    header = ["substeps", "it", "mode", "g", "vg", "err 50 f (mm)", "err all (mm)", "strain P95", "r_proj",
+              "net ms", "solver ms", "total ms", "guard off", "failed", "penetrations"]
+    rows = [[c["substeps"], c["iterations"], c["mode"] + (" (teacher)" if c.get("teacher") else ""),
+             f"{c['strength']:.1f}", f"{c['velocity_gain']:.0f}", f"{c['err_50_mm']:.2f}", f"{c['err_all_mm']:.2f}",
+             f"{c['strain_p95']:.4f}", f"{c['r_proj']:.3f}", f"{c['network_ms']:.2f}", f"{c['solver_ms']:.2f}",
+             f"{c['total_ms']:.2f}", c["guard_off_scenes"], c["failed_scenes"], c["penetrations"]]
+            for c in result["cells"]]
+    device = result["device"]
+    body = [f"{result['frames']} frames on {len(result['scenes'])} held-out scenes; network on {result['provider']} "
+            f"({device}), solver on the CPU.", ""]
+    body += [f"**Headline ({m}, {device}):** {h['line']}" for m, h in result["headline"].items()]
+    body += ["", result["gpu"], "", markdown_table(header, rows)]
+    write_section("bench_network", command, "\n".join(body), *([path] if path else []))
 
 
 def update_card(result, args):
@@ -286,7 +329,8 @@ def write_table(result, path):
                     f"{c['guard_off_scenes']} | {c['failed_scenes']} | {c['penetrations']} |")
     head = [f"Held-out scenes: {result['scenes']}; {result['frames']} frames; teacher "
             f"{result['teacher_ms_per_frame']:.1f} ms/frame; network on {result['provider']}.", ""]
-    head += [f"**Headline ({m}, CPU):** {h['line']}" for m, h in result["headline"].items()] + [result["gpu"], ""]
+    head += [f"**Headline ({m}, {result['device']}):** {h['line']}" for m, h in result["headline"].items()]
+    head += [result["gpu"], ""]
     path.write_text("\n".join(head + rows) + "\n")
 
 
@@ -307,7 +351,7 @@ def plot(cells, path):
             ax.annotate(f"{c['substeps']}x{c['iterations']}", (c["total_ms"], c["err_50_mm"]), fontsize=6)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("ms per frame (network + solver, CPU)")
+    ax.set_xlabel("ms per frame (network + solver)")
     ax.set_ylabel("position error vs teacher, mean of first 50 frames (mm)")
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
             body += "\n\nEvery preset at the defaults (same scene):\n\n" + markdown_table(
                 ["preset", "stretch limit", "P95 strain", "max outside pin 2-rings", "compression P95"], preset_rows)
         command = "bench/bench_stiff_fabric.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_section("stiff_fabric", command.strip(), f"{args.grid} x {args.grid} sheet, {args.frames} frames, "
+        write_section("bench_stiff_fabric", command.strip(), f"{args.grid} x {args.grid} sheet, {args.frames} frames, "
                       f"median of {args.repeat} interleaved run(s).\n\n" + body)
     return 0
 

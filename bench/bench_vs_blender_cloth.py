@@ -28,7 +28,7 @@ One JSON line per solver::
 
 then one ``"case": "summary"`` line per scene run by both: Selvedge's ms/frame as a fraction of
 Blender's in this run, and both solvers' strain figures side by side. ``--write-docs`` writes the
-table into docs/benchmarks.md (section ``vs_blender_cloth``).
+table into docs/benchmarks.md (section ``bench_vs_blender_cloth``).
 
 Garment-on-body scene (``--scene garment``; both scenes run by default): a static body made of
 primitives in one closed mesh object "Body" (a capped cylinder torso, radius 0.2 m, 0.7-1.3 m,
@@ -504,7 +504,7 @@ def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
     for s in summaries:
         body += (f"\n\n{s['scene']}: Selvedge takes {s['selvedge_ms_fraction_of_blender']:.3f} of Blender Cloth's "
                  f"ms/frame (1/{s['blender_ms_over_selvedge_ms']:.1f}) in the same run.")
-    write_section("vs_blender_cloth", "bench/bench_vs_blender_cloth.py " + " ".join(argv), body)
+    write_section("bench_vs_blender_cloth", "bench/bench_vs_blender_cloth.py " + " ".join(argv), body)
 
 
 if __name__ == "__main__":

@@ -6,16 +6,20 @@ XPBD budget it was trained against, and ``r_v`` with ``r_v dt`` the same for vel
 (models/README.md). Both are scaled by ``strength`` (guidance strength), r_v also by
 ``velocity_gain`` (default 0: see the model card). Two coupling modes (002):
 
-* ``"B"`` (acceleration residual, 002 sec. 2.2/3): the solver's ``acceleration_hook`` adds a
-  learned acceleration to gravity in every substep's prediction, then XPBD projects as usual.
+* ``"B"`` (acceleration residual, 002 sec. 2.2/3): the coupling is one of the cloth's observers
+  (solver/hooks.py, ``Cloth.add_observer``); its ``substep_acceleration`` adds a learned
+  acceleration to gravity in every substep's prediction, then XPBD projects as usual.
   The network runs once per frame (its world edges come from the cloth's contact handler, queried
   at the frame start: ``models.graph.world_edges``); the per-substep accelerations follow a linear ramp
   (:func:`substep_schedule`) whose integral over the frame is exactly ``r_x dt^2`` in position
   and ``r_v dt`` in velocity. Velocities come from positions, so they stay consistent (002 sec. 3).
-* ``"residual"`` (001 sec. 9.4): XPBD runs the cheap budget untouched, the correction
-  ``strength r_x dt^2`` is added to free vertices, then a cheap projection runs again (hard
-  pins are never moved, stretch constraints, and contacts when a contact handler is present);
+* ``"residual"`` (001 sec. 9.4): XPBD runs the cheap budget untouched, then the solver's
+  ``Cloth.apply_correction`` adds ``strength r_x dt^2`` to free vertices and runs a cheap projection
+  (hard pins are never moved, stretch constraints, and contacts when a contact handler is present);
   velocities get ``strength r_v dt`` plus the projection's displacement divided by dt.
+
+The coupling never writes the cloth's state and never replaces its hooks or other observers: it
+proposes accelerations and corrections, and the solver applies and projects them.
 
 Every frame records r_proj = |x_final - x_proposal| / (|x_proposal - x_t| + eps) (002 sec. 2.1;
 in mode B and "off" with x_proposal the inertial prediction of each substep, norms summed over
@@ -34,9 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..solver import kernels as kn
-from ..solver.constraints import step_coefficients
 from ..solver.errors import SimulationError
+from ..solver.hooks import StepObserver, SubstepState
 from .graph import collider_state, graph_from_cloth, model_inputs, world_edges
 from .runtime import LearnedModel
 
@@ -79,8 +82,9 @@ class FrameRecord:
         return dict(self.__dict__)
 
 
-class LearnedCoupling:
-    """Attach a learned model to one cloth; call :meth:`step` instead of ``cloth.step``."""
+class LearnedCoupling(StepObserver):
+    """Attach a learned model to one cloth (as one of its observers); call :meth:`step` instead of
+    ``cloth.step``, and :meth:`detach` to take the network off the cloth."""
 
     def __init__(self, cloth, model: LearnedModel | None, mode: str = "B", *, strength: float = 1.0,
                  velocity_gain: float = 0.0, guard: GuardSettings | None = None,
@@ -105,43 +109,38 @@ class LearnedCoupling:
         self._r_high = 0
         self._frame_accel = None
         self._network_ms = 0.0
-        self._sub = None  # (x_start, x_pred) of the current substep, for r_proj
         self._r_num = self._r_den = 0.0
-        self._cheap = None
+        self._corrected = False  # residual mode: this frame's correction was applied (and may be reverted)
         self._world = None  # this frame's world edges (collider query at the frame start)
         self.fault_injection = None  # tests: callable(np.ndarray) -> np.ndarray applied to raw outputs
-        cloth.acceleration_hook = self._acceleration_hook
-        cloth.proposal_hook = self._proposal_hook
+        cloth.add_observer(self)
         if model is not None and mode != "off":
             self.events.append(model.provider_message)
 
-    # -- hooks (called by the solver inside every substep) ---------------------------------------
-    def _close_substep(self, x_final):
-        if self._sub is not None:
-            x_start, x_pred = self._sub
-            f = self._free
-            self._r_num += float(np.linalg.norm(x_final[f] - x_pred[f]))
-            self._r_den += float(np.linalg.norm(x_pred[f] - x_start[f]))
-            self._sub = None
+    def detach(self) -> None:
+        """Take the network off the cloth: it steps as pure XPBD (with its other observers) again."""
+        self.cloth.remove_observer(self)
 
-    def _acceleration_hook(self, x, v, h, t_start):
-        self._close_substep(x)
+    # -- observer (called by the solver inside every substep) -----------------------------------
+    def substep_acceleration(self, state: SubstepState):
+        """Mode B: the frame's learned residual as this substep's share of the schedule (None otherwise)."""
         if not (self.active and self.mode == "B"):
             return None
-        substeps = self.cloth.settings.substeps
-        if t_start == 0.0 or self._frame_accel is None:
-            r = self._predict(x, v, h * substeps)
+        substeps = state.substeps
+        if state.substep == 0 or self._frame_accel is None:
+            r = self._predict(state.x, state.v, state.h * substeps)
             if r is None:
                 return None
             self._frame_accel = substep_schedule(self.strength * r[:, :3],
                                                  self.strength * self.velocity_gain * r[:, 3:], substeps)
         alpha, beta = self._frame_accel
-        k = min(int(round(t_start * substeps)), substeps - 1)
-        return alpha + beta * (k - 0.5 * (substeps - 1))
+        return alpha + beta * (state.substep - 0.5 * (substeps - 1))
 
-    def _proposal_hook(self, x_substep_start, x_predicted, v, h):
-        self._sub = (x_substep_start.copy(), x_predicted.copy())
-        return None
+    def end_substep(self, state: SubstepState) -> None:
+        """r_proj's sums over the frame: what the projection undid of each substep's proposal."""
+        f = self._free
+        self._r_num += float(np.linalg.norm(state.x[f] - state.x_proposal[f]))
+        self._r_den += float(np.linalg.norm(state.x_proposal[f] - state.x_substep_start[f]))
 
     # -- network ------------------------------------------------------------------------------
     def _predict(self, x, v, frame_dt):
@@ -173,11 +172,11 @@ class LearnedCoupling:
     def step(self, pin_targets=None, frame_dt=None) -> FrameRecord:
         cloth = self.cloth
         fdt = 1.0 / cloth.settings.fps if frame_dt is None else float(frame_dt)
-        x_t, v_t = cloth.x.copy(), cloth.v.copy()
+        x_t, v_t = cloth.positions.copy(), cloth.velocities.copy()
         ke_prev = float(0.5 * np.sum(cloth.mass[self._free] * np.sum(v_t[self._free] ** 2, axis=1)))
         was_active = self.active
-        self._network_ms, self._r_num, self._r_den, self._sub, self._frame_accel = 0.0, 0.0, 0.0, None, None
-        self._cheap = None
+        self._network_ms, self._r_num, self._r_den, self._frame_accel = 0.0, 0.0, 0.0, None
+        self._corrected = False
         t0 = time.perf_counter()
         # world edges from the frame-start state and the colliders' frame-start/end poses (after cloth.step
         # the handler's start pose has moved on to the frame end, so the query is taken now)
@@ -192,18 +191,18 @@ class LearnedCoupling:
             if not self.active:
                 raise
             self._disable(f"the frame failed with the network on ({exc})")
-            self._network_ms, self._r_num, self._r_den, self._sub = 0.0, 0.0, 0.0, None
+            self._network_ms, self._r_num, self._r_den = 0.0, 0.0, 0.0
             self._world = None
             t0 = time.perf_counter()
             diag = cloth.step(pin_targets, frame_dt)
-        self._close_substep(cloth.x)
         r_proj = self._r_num / (self._r_den + EPS_M)
         if self.active and self.mode == "residual":
             r_proj = self._residual_correction(x_t, v_t, fdt)
         solver_ms = 1e3 * (time.perf_counter() - t0) - self._network_ms
         strain = cloth.edge_strain()
         strain_max = float(strain.max()) if strain.size else 0.0
-        ke = float(0.5 * np.sum(cloth.mass[self._free] * np.sum(cloth.v[self._free] ** 2, axis=1)))
+        v = cloth.velocities
+        ke = float(0.5 * np.sum(cloth.mass[self._free] * np.sum(v[self._free] ** 2, axis=1)))
         rec = FrameRecord(frame=cloth.frame, mode=self.mode, network_active=was_active and self.active, r_proj=r_proj,
                           network_ms=self._network_ms, solver_ms=solver_ms, strain_max=strain_max,
                           strain_p95=float(np.percentile(strain, 95)) if strain.size else 0.0,
@@ -211,9 +210,9 @@ class LearnedCoupling:
                           world_edges=0 if self._world is None else int(self._world[0].shape[0]))
         if self.active:
             self._check_anomalies(rec, ke_prev)
-            if not self.active and self._cheap is not None:
+            if not self.active and self._corrected:
                 # residual mode: the correction is undone, the frame keeps the solver's own result
-                cloth.x[:], cloth.v[:] = self._cheap
+                cloth.revert_correction()
                 strain = cloth.edge_strain()
                 rec.strain_max = float(strain.max()) if strain.size else 0.0
                 rec.strain_p95 = float(np.percentile(strain, 95)) if strain.size else 0.0
@@ -226,31 +225,15 @@ class LearnedCoupling:
         r = self._predict(x_t, v_t, fdt)
         if r is None:
             return float("nan")
-        x_cheap, v_cheap = cloth.x.copy(), cloth.v.copy()
-        self._cheap = (x_cheap, v_cheap)
-        proposal = x_cheap + self.strength * r[:, :3] * fdt * fdt
-        proposal[~self._free] = x_cheap[~self._free]
-        x = np.ascontiguousarray(proposal).copy()
-        h = fdt / cloth.settings.substeps
-        stretch = cloth.stretch
-        x0 = x.copy()
-        dx, hits = np.zeros_like(x), np.zeros(x.shape[0])
-        k = step_coefficients(stretch, cloth.inv_mass, h, damping=False)
-        for iteration in range(self.residual_iterations):
-            kn.solve_distance_jacobi(x, x0, cloth.inv_mass, stretch.vertices, k.distance_rows, stretch.unilateral,
-                                     iteration == 0, True, stretch.lam, dx, hits)
-            kn.apply_jacobi(x, dx, hits, RESIDUAL_OMEGA)
-            if cloth.contact_handler is not None:
-                cloth.contact_handler.project(x, x0, cloth.inv_mass, h)
-        x[~self._free] = x_cheap[~self._free]
-        if not np.isfinite(x).all():
+        # velocity: the cheap solver's, plus the predicted velocity residual, plus what the projection moved
+        result = cloth.apply_correction(self.strength * r[:, :3] * fdt * fdt,
+                                        self.strength * self.velocity_gain * r[:, 3:] * fdt, fdt,
+                                        iterations=self.residual_iterations, omega=RESIDUAL_OMEGA)
+        if not result.applied:
             self._disable("the residual correction produced non-finite positions")
             return float("nan")
-        cloth.x[:] = x
-        # velocity: the cheap solver's, plus the predicted velocity residual, plus what the projection moved
-        cloth.v[:] = v_cheap + self.strength * self.velocity_gain * r[:, 3:] * fdt + (x - proposal) / fdt
-        cloth.v[~self._free] = v_cheap[~self._free]
-        f = self._free
+        self._corrected = True
+        x, proposal, f = cloth.positions, result.proposal, self._free
         return float(np.linalg.norm(x[f] - proposal[f]) / (np.linalg.norm(proposal[f] - x_t[f]) + EPS_M))
 
     def _check_anomalies(self, rec: FrameRecord, ke_prev: float) -> None:

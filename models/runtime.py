@@ -35,6 +35,12 @@ EXPECTED_INPUTS = {
 OUTPUT_NAME = "residual"
 #: Output columns: r_x (position residual / dt^2) and r_v (velocity residual / dt), both m/s^2.
 N_OUT = 6
+CUDA_PROVIDER, CPU_PROVIDER = "CUDAExecutionProvider", "CPUExecutionProvider"
+#: What a user needs for the GPU path (docs/design/network.md, section GPU, says how to install it).
+GPU_INSTALL_HINT = ("for the GPU, install onnxruntime-gpu and its CUDA and cuDNN libraries (the nvidia-* wheels it "
+                    "names) next to Blender's Python: docs/design/network.md, section GPU")
+#: Inputs that depend only on the mesh: with I/O binding they are copied to the device once, not every frame.
+STATIC_INPUTS = ("senders", "receivers", "incidence")
 
 
 def expected_inputs_text() -> str:
@@ -53,41 +59,92 @@ def _onnxruntime():
     return ort
 
 
+def choose_providers(available, prefer_gpu: bool = True) -> list[str]:
+    """The execution providers to ask onnxruntime for, best first: CUDA (then CPU for the nodes CUDA
+    does not take) when it is available and wanted, else the CPU alone."""
+    if prefer_gpu and CUDA_PROVIDER in available:
+        return [CUDA_PROVIDER, CPU_PROVIDER]
+    return [CPU_PROVIDER]
+
+
+def cuda_build(ort) -> str:
+    """'onnxruntime-gpu 1.31.1 built for CUDA 13.0' (or without the CUDA part where the build does not say)."""
+    import importlib
+    try:
+        cuda = getattr(importlib.import_module(f"{ort.__name__}.capi.build_and_package_info"), "cuda_version", None)
+    except (ImportError, AttributeError):
+        cuda = None
+    return f"onnxruntime {getattr(ort, '__version__', '?')}" + (f" built for CUDA {cuda}" if cuda else "")
+
+
+def preload_cuda_libraries(ort) -> str | None:
+    """Load the CUDA and cuDNN libraries of the nvidia-* wheels installed beside onnxruntime-gpu
+    (``onnxruntime.preload_dlls``, onnxruntime >= 1.21), so no LD_LIBRARY_PATH / PATH is needed inside
+    Blender. Returns the error text when that failed (the CUDA provider will then not start), else None."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return None
+    try:
+        preload()
+    except Exception as exc:  # any failure means: the CUDA provider will not start, the CPU takes over
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def provider_message(used: str, available, prefer_gpu: bool, threads: int, build: str = "onnxruntime",
+                     cuda_error: str | None = None) -> str:
+    """The sentence the bake reports: where the network runs and, on the CPU, why not on the GPU."""
+    if used == CUDA_PROVIDER:
+        return f"learned network runs on the GPU ({CUDA_PROVIDER}, {build})"
+    cpu = f"learned network runs on the CPU ({CPU_PROVIDER}, {threads} threads)"
+    if not prefer_gpu:
+        return cpu
+    if CUDA_PROVIDER not in available:
+        return f"{cpu}: onnxruntime has no CUDA provider here ({build} is a CPU build); {GPU_INSTALL_HINT}"
+    detail = f": {cuda_error}" if cuda_error else ""
+    return (f"{cpu}: the CUDA provider failed to start ({build}; its CUDA or cuDNN libraries are missing, do not "
+            f"match that CUDA version, or no GPU is visible{detail}); {GPU_INSTALL_HINT}")
+
+
 class LearnedModel:
-    """One onnxruntime session. ``provider`` says where it runs; ``provider_message`` why."""
+    """One onnxruntime session. ``provider`` says where it runs; ``provider_message`` why.
+
+    On the CUDA provider, :meth:`run` uses I/O binding: the mesh-only inputs (:data:`STATIC_INPUTS`)
+    are copied to the GPU once and stay there between frames; the per-frame features go up and the
+    residuals come back every frame (the solver runs on the CPU). ``io_binding`` forces it on or off.
+    """
 
     def __init__(self, path: str | os.PathLike | None = None, *, threads: int = DEFAULT_THREADS,
-                 prefer_gpu: bool = True):
+                 prefer_gpu: bool = True, io_binding: bool | None = None, enable_profiling: bool = False):
         self.path = Path(path) if path is not None else DEFAULT_MODEL_PATH
         if not self.path.is_file():
             raise ModelError(f"learned-network model file not found: {self.path}. Expected an ONNX file "
                              f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()} and output "
                              f"{OUTPUT_NAME} float32[N,{N_OUT}]; train one with `python -m models.training.train`.")
         ort = _onnxruntime()
-        available = ort.get_available_providers()
-        providers = ["CPUExecutionProvider"]
-        if prefer_gpu and "CUDAExecutionProvider" in available:
-            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        available = list(ort.get_available_providers())
+        providers = choose_providers(available, prefer_gpu)
+        cuda_error = preload_cuda_libraries(ort) if CUDA_PROVIDER in providers else None
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(threads)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         # the solver runs right after every inference on the same cores: idle ORT threads must not spin
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.enable_profiling = bool(enable_profiling)
         try:
             self.session = ort.InferenceSession(str(self.path), sess_options=options, providers=providers)
         except Exception as exc:
             raise ModelError(f"cannot load learned-network model {self.path}: {exc}. Expected an ONNX file "
                              f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()}") from exc
         self.provider = self.session.get_providers()[0]
-        if self.provider == "CUDAExecutionProvider":
-            self.provider_message = "learned network runs on the GPU (CUDAExecutionProvider)"
-        elif prefer_gpu:
-            why = ("onnxruntime has no CUDA provider here" if "CUDAExecutionProvider" not in available
-                   else "the CUDA provider failed to start")
-            self.provider_message = f"learned network runs on the CPU (CPUExecutionProvider, {threads} threads): {why}"
-        else:
-            self.provider_message = f"learned network runs on the CPU (CPUExecutionProvider, {threads} threads)"
+        self.available_providers = available
+        self.provider_message = provider_message(self.provider, available, prefer_gpu, threads, cuda_build(ort),
+                                                 cuda_error)
+        self._ort = ort
+        self.io_binding = self.provider == CUDA_PROVIDER if io_binding is None else bool(io_binding)
+        self._binding = None
+        self._bound_static: dict[str, tuple] = {}
         self.threads = int(threads)
         self.metadata = dict(self.session.get_modelmeta().custom_metadata_map)
         self._check_signature()
@@ -131,6 +188,31 @@ class LearnedModel:
     def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         """(N,6) float64 residuals r_x, r_v in m/s^2 (bounded; kinematic rows zero)."""
         t0 = time.perf_counter()
-        out = self.session.run([OUTPUT_NAME], feed)[0]
+        out = self._run_bound(feed) if self.io_binding else self.session.run([OUTPUT_NAME], feed)[0]
         self.last_ms = 1e3 * (time.perf_counter() - t0)
         return np.asarray(out, dtype=np.float64)
+
+    @property
+    def device(self) -> str:
+        """onnxruntime's name of the memory the session's inputs live in: 'cuda' or 'cpu'."""
+        return "cuda" if self.provider == CUDA_PROVIDER else "cpu"
+
+    def _run_bound(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """One inference through I/O binding. A static input is uploaded again only when the caller
+        passes another array for it (another mesh); the output is bound to host memory, so onnxruntime
+        copies it back once, straight into the array returned."""
+        if self._binding is None:
+            self._binding = self.session.io_binding()
+        binding, device = self._binding, self.device
+        for name, value in feed.items():
+            if name in STATIC_INPUTS:
+                held = self._bound_static.get(name)
+                if held is None or held[0] is not value:
+                    on_device = self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value), device, 0)
+                    self._bound_static[name] = (value, on_device)
+                    binding.bind_ortvalue_input(name, on_device)
+            else:
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        binding.bind_output(OUTPUT_NAME, "cpu")
+        self.session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]

@@ -79,13 +79,10 @@ _prune_stale(_PACKAGE_DIR, CACHE_DIR)
 os.environ.setdefault("NUMBA_CACHE_DIR", CACHE_DIR)
 # The coloured solve opens a few parallel regions per substep (one per constraint set, plus the
 # prediction and the velocity update), ~100 a frame. OpenMP's default spin-waiting between them
-# (GNU: 300,000 spins) starves the other thread whenever the machine has anything else to do:
-# measured with the per-colour schedule, 128x128, 2 threads on a busy 2-core box: 2328 ms/frame
-# spinning, 185 ms passive. Fully passive threads fall asleep between regions and wake up late
-# (2 threads on an idle 2-core box, 64x64: 1.1x serial; 32x32: 0.7x). A short spin (GNU
-# OpenMP, which Numba uses on Linux: GOMP_SPINCOUNT overrides the wait policy) catches the next
-# region while it comes within tens of microseconds: 64x64 1.5-1.7x, 32x32 1.3x; with one of the
-# two cores taken by another process it costs 0.68x against passive 0.91x (10,000 spins: 0.28x).
+# (GNU: 300,000 spins) starves the other thread whenever the machine has anything else to do, and
+# fully passive threads fall asleep between regions and wake up late. A short spin (GNU OpenMP,
+# which Numba uses on Linux: GOMP_SPINCOUNT overrides the wait policy) catches the next region
+# while it comes within tens of microseconds. Measured: docs/design/solver.md ("OpenMP waiting").
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 

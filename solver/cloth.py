@@ -21,7 +21,9 @@ from .constraints import (BIAS, WARP, WEFT, ConstraintSet, build_bending, build_
 from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
-from .hooks import AccelerationHook, ContactHandler, ProposalHook
+from .correction import corrected_state, project_stretch_and_contacts
+from .hooks import (AccelerationHook, ContactHandler, CorrectionResult, FrameState, ProposalHook, StepObserver,
+                    SubstepState, read_only)
 from ._team import FUSED_SUPPORTED
 from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
@@ -181,6 +183,8 @@ class Cloth:
         self.contact_handler = contact_handler
         self.acceleration_hook = acceleration_hook
         self.proposal_hook = proposal_hook
+        self._observers: list[StepObserver] = []
+        self._correction_undo: tuple[np.ndarray, np.ndarray] | None = None
         self.frame = 0
         self.history: list[FrameDiagnostics] = []
         self._dx = np.zeros_like(rest)
@@ -277,7 +281,7 @@ class Cloth:
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
                 or self.hierarchy is not None or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None):
+                or self.proposal_hook is not None or self._observers):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -333,6 +337,92 @@ class Cloth:
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
 
+    # -- observers and corrections (solver/hooks.py) -------------------------------------------
+    @property
+    def observers(self) -> tuple[StepObserver, ...]:
+        """The attached observers, in call order."""
+        return tuple(self._observers)
+
+    def add_observer(self, observer: StepObserver) -> None:
+        """Attach ``observer`` (called after those already attached); it sees read-only state only."""
+        if observer in self._observers:
+            raise ValueError("this observer is already attached to the cloth")
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: StepObserver) -> None:
+        self._observers.remove(observer)
+
+    def _frame_state(self, frame_dt: float, replay: bool = False) -> FrameState:
+        return FrameState(self.frame, frame_dt, read_only(self.x), read_only(self.v), read_only(self.inv_mass),
+                          replay)
+
+    def _substep_acceleration(self, sub: int, n_sub: int, h: float, check_phases: bool) -> np.ndarray | None:
+        """The learned accelerations of one substep: the hook's plus every observer's, or None."""
+        t_start = sub / n_sub
+        total = None
+        if self.acceleration_hook is not None:
+            a = self.acceleration_hook(self.x, self.v, h, t_start)
+            if a is not None:
+                total = np.ascontiguousarray(a, dtype=np.float64)
+                if total.shape != self.x.shape:
+                    raise ClothInputError(f"acceleration hook returned shape {total.shape}, expected {self.x.shape}")
+        if self._observers:
+            state = SubstepState(sub, n_sub, h, t_start, read_only(self.x), read_only(self.v), replay=check_phases)
+            for observer in self._observers:
+                a = observer.substep_acceleration(state)
+                if a is None:
+                    continue
+                a = np.ascontiguousarray(a, dtype=np.float64)
+                if a.shape != self.x.shape:
+                    raise ClothInputError(f"observer {type(observer).__name__} returned an acceleration of shape "
+                                          f"{a.shape}, expected {self.x.shape}")
+                total = a if total is None else total + a
+        if check_phases and total is not None and not np.isfinite(total).all():
+            raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
+        return total
+
+    def apply_correction(self, dx, dv, frame_dt: float | None = None, *, iterations: int = 2,
+                         omega: float = 1.0) -> CorrectionResult:
+        """Apply a change proposed for the current (frame-end) state and project it (solver/correction.py).
+
+        ``dx`` (N,3) metres and ``dv`` (N,3) m/s are added to the free vertices; then ``iterations``
+        Jacobi stretch passes (over-relaxation ``omega``) and the contact handler's projection pull
+        the proposal back onto the constraints, and v = v + dv + (x - x_proposal) / frame_dt.
+        Kinematic vertices never move. A non-finite result is not applied (``applied`` False).
+        :meth:`revert_correction` takes the change back until the next frame.
+        """
+        frame_dt = 1.0 / self.settings.fps if frame_dt is None else float(frame_dt)
+        dx = np.asarray(dx, dtype=np.float64)
+        dv = np.asarray(dv, dtype=np.float64)
+        for name, a in (("dx", dx), ("dv", dv)):
+            if a.shape != self.x.shape:
+                raise ClothInputError(f"correction {name} must have shape {self.x.shape}, got {a.shape}")
+        h = frame_dt / self.settings.substeps
+
+        def project(x):
+            project_stretch_and_contacts(x, self.inv_mass, self.stretch, self.contact_handler, h, iterations, omega)
+
+        if not _SOLVER_LOCK.acquire(blocking=False):
+            raise RuntimeError("the Selvedge solver is already running in another thread; step one cloth at a time")
+        try:
+            proposal, x, v = corrected_state(self.x, self.v, self.inv_mass, dx, dv, frame_dt, project)
+        finally:
+            _SOLVER_LOCK.release()
+        if not (np.isfinite(x).all() and np.isfinite(v).all()):
+            return CorrectionResult(False, read_only(proposal))
+        if self._correction_undo is None:
+            self._correction_undo = (self.x.copy(), self.v.copy())
+        self.x[:] = x
+        self.v[:] = v
+        return CorrectionResult(True, read_only(proposal))
+
+    def revert_correction(self) -> None:
+        """Take back every :meth:`apply_correction` since the last frame: the state is the frame's own again."""
+        if self._correction_undo is None:
+            raise RuntimeError("no correction to revert since the last frame")
+        self.x[:], self.v[:] = self._correction_undo
+        self._correction_undo = None
+
     # ------------------------------------------------------------------------------------------
     def _split_targets(self, pin_targets):
         """Frame-end targets for kinematic and soft-pinned vertices from (N,3) or (P,3) input."""
@@ -363,9 +453,15 @@ class Cloth:
         if not _SOLVER_LOCK.acquire(blocking=False):
             raise RuntimeError("the Selvedge solver is already running in another thread; step one cloth at a time")
         try:
-            return self._step_locked(pin_targets, frame_dt)
+            self._correction_undo = None
+            diag = self._step_locked(pin_targets, frame_dt)
         finally:
             _SOLVER_LOCK.release()
+        if self._observers:
+            state = self._frame_state(1.0 / self.settings.fps if frame_dt is None else float(frame_dt))
+            for observer in self._observers:
+                observer.end_frame(state)
+        return diag
 
     def _step_locked(self, pin_targets, frame_dt):
         self.settings.validate()
@@ -445,6 +541,11 @@ class Cloth:
         def tick(name, t0):
             timings[name] = timings.get(name, 0.0) + clock() - t0
 
+        observers = self._observers
+        if observers:
+            state = self._frame_state(frame_dt, replay=check_phases)
+            for observer in observers:
+                observer.begin_frame(state)
         if handler is not None:
             t0 = clock()
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
@@ -458,15 +559,10 @@ class Cloth:
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
             extra = self._no_extra
-            if self.acceleration_hook is not None:
+            if self.acceleration_hook is not None or observers:
                 t0 = clock()
-                a = self.acceleration_hook(self.x, self.v, h, t_start)
-                if a is not None:
-                    extra = np.ascontiguousarray(a, dtype=np.float64)
-                    if extra.shape != self.x.shape:
-                        raise ClothInputError(f"acceleration hook returned shape {extra.shape}, expected {self.x.shape}")
-                    if check_phases and not np.isfinite(extra).all():
-                        raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
+                a = self._substep_acceleration(sub, n_sub, h, check_phases)
+                extra = extra if a is None else a
                 tick("learned", t0)
             t0 = clock()
             predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
@@ -491,6 +587,7 @@ class Cloth:
                 tick("learned", t0)
                 if check_phases:
                     self._check("the proposal hook", sub, h)
+            x_proposal = self.x.copy() if observers else None
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
@@ -525,6 +622,13 @@ class Cloth:
                 t0 = clock()
                 handler.end_substep(self.x, self.v, self.inv_mass, h)
                 tick("contacts_solve", t0)
+            if observers:
+                t0 = clock()
+                state = SubstepState(sub, n_sub, h, t_start, read_only(self.x), read_only(self.v),
+                                     read_only(self._x_substep_start), read_only(x_proposal), check_phases)
+                for observer in observers:
+                    observer.end_substep(state)
+                tick("learned", t0)
 
     def _project(self, c: ConstraintSet, h: float, reset_lambda: bool, keep_lambda: bool = True) -> None:
         """One pass over one constraint set in the current solve mode.

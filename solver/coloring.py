@@ -93,9 +93,8 @@ def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int, edg
     longest (:data:`MIN_SIDE_RATIO`) the one kept has the fewest cut ``edges`` (their constraints
     run after the blocks) plus places where memory neighbours change part (cache lines the two
     threads would share, :data:`SHARED_LINE_COST_EDGES`); ties go to the longest side. A
-    row-major grid is so cut between rows, into two runs of memory. The vertex index order itself
-    was a candidate too, and dropped: on a shuffled mesh it cut half the edges and ran no faster
-    than a plane (32 x 32, two threads: 2.9-3.6 against 2.8-3.0 ms a frame). Kinematic
+    row-major grid is so cut between rows, into two runs of memory (measured: docs/design/solver.md,
+    "The cut between rows"). Kinematic
     vertices get a part like the others; they never decide where a constraint runs.
     """
     part = np.zeros(rest.shape[0], dtype=np.int64)

@@ -2,9 +2,8 @@
 
 The coloured mode (``kernels.*_colored``) opens a parallel region per constraint set, plus the
 prediction and the velocity update: ~6 a substep, ~120 a frame at 20 substeps. Each costs the
-dispatch from Python and waking the other thread (10-25 us measured on the 2-core machine),
-which on a 32 x 32 sheet is as long as the work itself: two threads ran it 1.0-1.4x as fast as
-one. Here the frame is a list of work items in solve order (a block's prediction, a block's
+dispatch from Python and waking the other thread, which on a small sheet is as long as the
+work itself. Here the frame is a list of work items in solve order (a block's prediction, a block's
 sweep over one constraint set, the constraints crossing a cut, a block's velocity update),
 cut into steps: every item of a step waits until all items of the steps before have finished,
 exactly the order of the separate regions, so the result is the same bits. Block b's items
@@ -17,9 +16,8 @@ a thread that does not run.
 
 Used for frames with no contact handler and no learned hooks (their Python calls sit between
 the phases), on x86-64 (the phase timings read the time-stamp counter); everything else takes
-the per-phase path in :meth:`Cloth._run_frame`. Measured (bench_solver, 2 threads against
-serial, medians of 3): 32 x 32 1.29x -> 1.44x, 64 x 64 1.30x -> 1.58x; on 128-317 as fast as the
-per-phase regions (within the run-to-run spread).
+the per-phase path in :meth:`Cloth._run_frame`. The measurements behind this design are in
+docs/design/solver.md ("The coloured mode on two threads").
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Everything here runs once when a cloth is built, vectorised with NumPy; nothing per frame.
 Bad input is reported with a specific :class:`ClothInputError` (what, how many, the first
 offending indices and how to fix it in Blender) or handled safely and listed in
-``MeshTopology.warnings``; see the README table "Bad input".
+``MeshTopology.warnings``; see the table in docs/user/bad_input.md.
 """
 from __future__ import annotations
 

@@ -157,6 +157,7 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
         lines += [f"- {k}: {v}" for k, v in bench.items()]
     else:
         lines += ["", "## Evaluation bench", "", "- not run yet: `python bench/bench_network.py --update-card`."]
+    lines += gpu_section(metrics.get("gpu"))
     lines += [
         "",
         "## Known limits",
@@ -170,7 +171,7 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
                      "lowers the error (`same_budget_comparison` above), but the ~1-2 ms/frame it costs, spent on more "
                      "substeps instead, buys more accuracy. The bench has only a few short scenes whose contacts make "
                      "rollouts diverge quickly, and picks the best of several network variants per budget: noisy. "
-                     "GPU rows were not measured (no GPU here).")
+                     "The GPU rows are not measured yet (section GPU).")
     else:
         lines.append("- The rollout bench has not been run for this model: nothing is claimed about speed at equal error.")
     byc = metrics.get("held_out_by_colliders") or {}
@@ -211,6 +212,30 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
     text = "\n".join(lines) + "\n"
     (path or MODELS_DIR / "README.md").write_text(text)
     return text
+
+
+GPU_COMMAND = "python bench/bench_network_gpu.py --torch-standin"
+
+
+def gpu_section(gpu: dict | None) -> list[str]:
+    """The card's GPU rows: bench/bench_network_gpu.py's results once a CUDA machine ran it
+    (metrics.json "gpu": "latency_table", "headline", "provider"), else what is still to measure."""
+    lines = ["", "## GPU", ""]
+    if gpu:
+        lines += [f"Measured with `{gpu.get('command', GPU_COMMAND)}` on {gpu.get('host', 'a CUDA machine')}; "
+                  f"network on {gpu.get('provider', '?')}, solver on the CPU.", "", gpu.get("latency_table", ""), ""]
+        lines += [f"- headline ({metric}, GPU): {line}" for metric, line in gpu.get("headline", {}).items()]
+    else:
+        lines += ["| rows | status |", "|---|---|",
+                  f"| ms/inference on the CUDA provider at 4k / 16k / 64k / 256k vertices (with and without world "
+                  f"edges), CPU provider beside it | not measured yet: run `{GPU_COMMAND}` on a device |",
+                  f"| evaluation matrix with the network on the GPU, solver on the CPU (equal-error headline) | not "
+                  f"measured yet: run `{GPU_COMMAND}` on a device |"]
+    lines += ["", "For the CUDA path a Blender user needs onnxruntime-gpu and its CUDA and cuDNN libraries (the "
+              "nvidia-* wheels of its `cuda` and `cudnn` extras) installed into Blender's own Python, in the same "
+              "site-packages folder; `models/runtime.py` preloads them (`onnxruntime.preload_dlls()`) and otherwise "
+              "runs on the CPU and says why (docs/design/network.md, section GPU)."]
+    return lines
 
 
 if __name__ == "__main__":

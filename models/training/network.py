@@ -65,7 +65,7 @@ class GraphNet(nn.Module):
         h = self.encode_node((node_features - self.node_mean) / self.node_std)
         g = self.encode_edge((edge_features - self.edge_mean) / self.edge_std)
         gw = self.encode_world((world_edge_features - self.world_mean) / self.world_std)
-        pad = torch.zeros((1, self.latent), dtype=g.dtype)
+        pad = torch.zeros((1, self.latent), dtype=g.dtype, device=g.device)
         for edge_block, world_block, node_block in zip(self.edge_blocks, self.world_blocks, self.node_blocks):
             g = g + edge_block(torch.cat([g, h.index_select(0, receivers), h.index_select(0, senders)], dim=1))
             gw = gw + world_block(torch.cat([gw, h.index_select(0, world_receivers)], dim=1))

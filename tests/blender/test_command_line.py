@@ -304,25 +304,3 @@ def test_summary_table_and_overwritten_caches():
     assert "a     OK      1-6" in text and "FAILED c (/p/c.blend): boom" in text and "1 of 2 shot(s) baked" in text
     cli_core.overwritten_caches([ok, clash])
     assert not ok.ok and not clash.ok and "both wrote /p/cache/Cloth.pc2" in clash.message
-
-
-# ----------------------------------------------------------------------------------------------
-# The README's scripting example
-def test_readme_scripting_example_runs_with_the_bpy_module(tmp_path):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Scripting and command line"):]
-    block = re.search(r"```py\n(.*?)```", section, re.S).group(1)
-    script = tmp_path / "bake_example.py"
-    script.write_text(block, encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(script), "--", str(tmp_path / "example")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    print(proc.stdout[-3000:], proc.stderr[-2000:])
-    assert proc.returncode == 0, proc.stderr
-    frames, header = read_pc2(tmp_path / "example" / "cache" / "Sheet.pc2")
-    assert (header.start_frame, header.num_samples, header.num_points) == (1, 24, 16 * 16)
-    sidecar = read_sidecar(tmp_path / "example" / "cache" / "Sheet.json")
-    assert sidecar["frame_end"] == 24 and len(sidecar["frames"]) == 23
-    assert (tmp_path / "example" / "scene.blend").is_file()
-    drop = float(frames[0, :, 2].max() - frames[-1, :, 2].min())
-    assert drop > 0.1  # the free edge fell
-    assert "Sheet.pc2: 256 points, 24 samples from frame 1" in proc.stdout

@@ -15,7 +15,7 @@ No Flamenco Manager can be installed here, so this checks what can be checked wi
   in Blender, render tasks in chunks, each depending on the bake task.
 
 Not checked: that a real Manager accepts the script, that its ``frameChunker`` splits frames the
-way the stand-in does, and that a real Worker runs the commands (see README.md > Render farm).
+way the stand-in does, and that a real Worker runs the commands (see docs/user/farm.md).
 """
 import json
 import re

@@ -168,3 +168,35 @@ def test_network_sees_the_colliders_of_the_contact_handler(model, mode, proxy):
         assert np.linalg.norm(cloth.x - (centre + [0.0, 0.002 * f, 0.0]), axis=1).min() > radius + 0.004 - 2e-3 - sag
     assert coupling.active, coupling.events
     assert max(seen) > 3 and min(seen) == 0, seen
+
+
+def test_coupling_keeps_the_scripts_hook_and_other_observers(model):
+    """The coupling is one observer among others: a script's acceleration hook and a second observer keep
+    running; in mode "off" the result is exactly the hooked cloth without the coupling."""
+    from selvedge.solver.hooks import StepObserver
+
+    class Count(StepObserver):
+        substeps = 0
+
+        def end_substep(self, state):
+            self.substeps += 1
+
+    def push(x, v, h, t):
+        return np.tile([0.3, 0.0, 0.0], (x.shape[0], 1))
+
+    plain, _ = make_cloth()
+    plain.acceleration_hook = push
+    hooked, _ = make_cloth()
+    hooked.acceleration_hook = push
+    counter = Count()
+    hooked.add_observer(counter)
+    coupling = LearnedCoupling(hooked, None, "off")
+    assert hooked.acceleration_hook is push and hooked.observers == (counter, coupling)
+    for f in range(1, 4):
+        plain.step(pin_targets(plain, f))
+        coupling.step(pin_targets(hooked, f))
+    assert np.array_equal(hooked.x, plain.x) and counter.substeps == 3 * hooked.settings.substeps
+    net, _ = make_cloth()
+    net_coupling = LearnedCoupling(net, model, "B")
+    net_coupling.detach()
+    assert net.observers == ()
