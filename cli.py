@@ -306,7 +306,7 @@ def run_shots(opts, package) -> int:
     missing = [s for s in shots if not os.path.isfile(s.blend)]
     pool = support.Pool(lambda shot: executable + support.worker_args(opts, shot.blend, shot.name),
                         lambda shot: support.worker_environment(opts.threads),
-                        echo=lambda text: print(text, flush=True))
+                        echo=lambda text: print(text, flush=True), timeout=opts.worker_timeout)
     results_by_shot = {}
     for shot in missing:
         results_by_shot[shot.name] = support.ShotResult(shot=shot.name, blend=shot.blend, status="failed",
@@ -350,17 +350,7 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     status = main()
     # Inside Blender a successful bake of the open file returns, so that Blender goes on with its
-    # remaining arguments (-f 1 to render, say); every other outcome ends the process with its status.
+    # remaining arguments (-f 1 to render, say); every other outcome ends the process with its status,
+    # through module_exit: the 4.x bpy modules crash (4.2) or hang (4.5) in their own teardown at exit.
     if not (_IN_BLENDER and _KEEP_BLENDER_RUNNING and status == 0):
-        bpy_module = sys.modules.get("bpy")
-        if not _IN_BLENDER and bpy_module is not None and tuple(bpy_module.app.version[:2]) == (4, 2):
-            # The bpy 4.2 module segfaults in a C++ static destructor at interpreter exit once a
-            # class with Python callbacks was registered (not 5.0): the work is done, so leave
-            # without running the interpreter's shutdown.
-            import atexit
-
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
-        sys.exit(status)
+        importlib.import_module(load_package().__name__ + ".module_exit").exit_process(status)

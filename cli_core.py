@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blender", metavar="PATH",
                    help="run the workers with this Blender executable (default: the running Blender, or this "
                         "Python, which then needs the bpy module)")
+    p.add_argument("--worker-timeout", type=float, default=0.0, metavar="SECONDS",
+                   help="stop a worker that has not finished its shot after SECONDS (default 0: no limit); the "
+                        "shot fails with a message saying so")
     p.add_argument("--enable-autoexec", action="store_true",
                    help="let the .blend files run their Python scripts and drivers (Blender's -y)")
     # Internal: the coordinator starts workers with these.
@@ -117,6 +120,7 @@ class Options:
     enable_autoexec: bool
     worker: bool
     shot_name: str | None
+    worker_timeout: float = 0.0
 
 
 def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
@@ -134,6 +138,8 @@ def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
         value = getattr(ns, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if ns.worker_timeout < 0:
+        raise UsageError(f"--worker-timeout must be 0 (no limit) or more seconds, got {ns.worker_timeout:g}")
     if ns.out is not None and not ns.out.strip():
         raise UsageError("--out is empty")
     cores = cpu_count or os.cpu_count() or 1
@@ -143,7 +149,7 @@ def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
                    threads=threads, shape_keys=ns.shape_keys, save=ns.save, progress_every=ns.progress_every,
                    logs=ns.logs, summary_json=ns.summary_json, blender=ns.blender,
                    enable_autoexec=ns.enable_autoexec, worker=ns.worker,
-                   shot_name=ns.shot_name)
+                   shot_name=ns.shot_name, worker_timeout=ns.worker_timeout)
 
 
 def worker_args(options: Options, blend: str, shot_name: str) -> list[str]:
@@ -357,13 +363,53 @@ def _absolute_cache(cache: str, blend: str) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # The pool
-class Pool:
-    """Run shots in at most ``jobs`` worker processes at a time (a thread per running worker)."""
+#: Seconds a worker may take to exit once it has reported its result. A worker that reported and
+#: does not exit is hung in its interpreter's teardown (the 4.x bpy modules do, see module_exit.py):
+#: it is stopped and its shot keeps its result, with a note.
+EXIT_GRACE_S = 120.0
 
-    def __init__(self, command_for, env_for, echo=print):
+
+class _Watchdog:
+    """Kills a process when a deadline passes; the deadline can be moved (``arm``) while it runs."""
+
+    def __init__(self, proc):
+        self.proc, self.fired, self.reason = proc, False, ""
+        self._timer = None
+        self._lock = threading.Lock()
+
+    def arm(self, seconds: float, reason: str) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(seconds, self._fire, args=(reason,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, reason: str) -> None:
+        with self._lock:
+            if self.proc.poll() is None:
+                self.fired, self.reason = True, reason
+                self.proc.kill()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+
+
+class Pool:
+    """Run shots in at most ``jobs`` worker processes at a time (a thread per running worker).
+
+    ``timeout`` (seconds, 0: none) stops a worker that has not finished; a worker that reported its
+    result and does not exit within :data:`EXIT_GRACE_S` is stopped too, keeping its result.
+    """
+
+    def __init__(self, command_for, env_for, echo=print, timeout: float = 0.0, exit_grace: float = EXIT_GRACE_S):
         self.command_for = command_for  # shot -> argv
         self.env_for = env_for  # shot -> environment
         self.echo = echo
+        self.timeout = timeout
+        self.exit_grace = exit_grace
         self._lock = threading.Lock()
 
     def _say(self, text: str) -> None:
@@ -394,6 +440,9 @@ class Pool:
             except OSError as error:
                 result.status, result.message = "failed", f"cannot start the worker {argv[0]!r}: {error}"
                 return result
+            watchdog = _Watchdog(proc)
+            if self.timeout:
+                watchdog.arm(self.timeout, "timeout")
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
                 if log:
@@ -416,12 +465,24 @@ class Pool:
                                 "saved"):
                         if key in event:
                             setattr(result, key, event[key])
+                    watchdog.arm(self.exit_grace, "exit")
             result.returncode = proc.wait()
-            if result.status == "pending":
+            watchdog.cancel()
+            if watchdog.fired and watchdog.reason == "timeout" and result.status == "pending":
+                result.status = "failed"
+                result.message = (f"the worker did not finish within --worker-timeout {self.timeout:g} s and was "
+                                  "stopped; see the log")
+            elif watchdog.fired and watchdog.reason == "exit":
+                note = (f"the worker reported its result but did not exit within {self.exit_grace:g} s and was "
+                        "stopped (a bpy module hanging in its teardown)")
+                result.message = f"{result.message}; {note}" if result.message else note
+                if result.ok:
+                    self._say(f"{shot.name} | note: {note}")
+            elif result.status == "pending":
                 result.status = "failed"
                 result.message = (f"the worker stopped without a result (exit status {result.returncode}); "
                                   "see the log")
-            elif result.ok and result.returncode != 0:
+            elif result.ok and result.returncode != 0 and not watchdog.fired:
                 result.status = "failed"
                 result.message = f"the worker exited with status {result.returncode} after baking"
             if not result.ok:

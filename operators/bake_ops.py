@@ -1,8 +1,13 @@
 """Bake operators: thin wrappers over :mod:`.bake` (jobs run by :class:`.modal_job.ModalJobOperator`)."""
+from typing import TYPE_CHECKING
+
 from bpy.types import Operator
 
 from .errors import EXPECTED_ERRORS, failure_message
 from .modal_job import JobModal, ModalJobOperator
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 
 def poll_any_cloth(cls, context) -> bool:
@@ -88,10 +93,12 @@ class SELVEDGE_OT_free_bake(Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context) -> "set[OperatorReturnItems]":
         from .bake import free_bake, has_bake
 
         freed = []
+        if context.scene is None:  # poll() rules it out
+            return {"CANCELLED"}
         try:
             for obj in context.scene.objects:
                 if has_bake(obj):

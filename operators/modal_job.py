@@ -13,8 +13,13 @@ Only :data:`~.errors.EXPECTED_ERRORS` become reports; anything else is a bug and
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import bpy
 from bpy.types import Operator
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 from .errors import EXPECTED_ERRORS, failure_message
 
@@ -36,7 +41,7 @@ class JobModal:
 
     failure_prefix = "Selvedge failed"
 
-    def __init__(self, job, report, summary=str):
+    def __init__(self, job, report, summary: Callable[[Any], str] = str):
         self.job, self.report, self.summary = job, report, summary
         self.timer = None
 
@@ -124,8 +129,23 @@ class ModalJobOperator(Operator):
     def summary(self, result) -> str:
         raise NotImplementedError
 
-    def execute(self, context):
+    def prepare(self, context, interactive: bool = False) -> None:
+        """Before the job: the solver's packages loaded (a :class:`~..dependencies.DependencyError`,
+        one readable report, when not) and the first run's Numba compile announced (the report, and the
+        status bar when interactive) and done."""
+        from ..dependencies import prepare_bake
+
+        def show_status(message):
+            JobModal._text(context, message)
+            bpy.ops.wm.redraw_timer(type="DRAW_WIN_SWAP", iterations=1)  # painted before the compile blocks
+
+        scene = context.scene
+        network_mode = scene.selvedge.network_mode if scene is not None else "OFF"
+        prepare_bake(self.report, network_mode, show_status if interactive else None)
+
+    def execute(self, context) -> set[OperatorReturnItems]:
         try:
+            self.prepare(context)
             job = self.make_job(context)
             while job.step():
                 pass
@@ -136,12 +156,14 @@ class ModalJobOperator(Operator):
         self.report({"INFO"}, self.summary(result))
         return {"FINISHED"}
 
-    def invoke(self, context, event):
+    def invoke(self, context, event) -> set[OperatorReturnItems]:
         if not has_ui(context):
             return self.execute(context)
         try:
+            self.prepare(context, interactive=True)
             job = self.make_job(context)
         except EXPECTED_ERRORS as error:
+            JobModal._text(context, None)
             self.report({"ERROR"}, failure_message(self.modal_class.failure_prefix, error))
             return {"CANCELLED"}
         self._modal = self.modal_class(job, self.report, self.summary)

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import bpy
 import numpy as np
 from bpy.props import FloatProperty
 from bpy.types import Operator
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 #: The draw handler's handle while the overlay is on, else None.
 _HANDLE = None
@@ -292,14 +296,14 @@ class SELVEDGE_OT_strain_overlay(Operator):
     action: bpy.props.EnumProperty(
         name="Action", items=(("TOGGLE", "Toggle", ""), ("ON", "On", ""), ("OFF", "Off", "")), default="TOGGLE")
 
-    def execute(self, context):
+    def execute(self, context) -> set[OperatorReturnItems]:
         on = {"TOGGLE": not is_enabled(), "ON": True, "OFF": False}[self.action]
         enable(on)
         return {"FINISHED"}
 
     @classmethod
     def register(cls):
-        bpy.types.WindowManager.selvedge_overlay_red_strain = FloatProperty(
+        bpy.types.WindowManager.selvedge_overlay_red_strain = FloatProperty(  # pyright: ignore
             name="Red At", description="Strain drawn red by the strain overlay (and above)",
             default=DEFAULT_RED_STRAIN, min=1e-4, soft_max=0.5, subtype="FACTOR", precision=3)
 

@@ -277,7 +277,7 @@ class SELVEDGE_OT_simulate_preview(ModalJobOperator):
 
     @classmethod
     def register(cls):
-        bpy.types.WindowManager.selvedge_preview_on_cancel = EnumProperty(
+        bpy.types.WindowManager.selvedge_preview_on_cancel = EnumProperty(  # pyright: ignore
             name="On Esc", description="What Esc does to a running preview", items=ON_CANCEL_ITEMS, default="KEEP")
 
     @classmethod

@@ -9,7 +9,7 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, Po
 
 # Blender 4.5+ warns when a "//" path is set on a path property that does not declare support for
 # blend-relative paths; 4.2 does not know the option.
-_BLEND_RELATIVE_PATH = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+_BLEND_RELATIVE_PATH: set = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
 from bpy.types import PropertyGroup
 
 from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
@@ -46,7 +46,16 @@ assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i
 
 
 def _apply_preset(self, context):
-    """Picking a preset sets the sliders to its values (the solver is imported here, lazily)."""
+    """Picking a preset sets the sliders to its values (the solver is imported here, lazily). When the
+    solver's packages do not load, the sliders stay and the console gets the one-line reason (an
+    update callback has no report; the next bake reports it in the UI)."""
+    from ..dependencies import DependencyError, require_solver
+
+    try:
+        require_solver()
+    except DependencyError as error:
+        print(f"Selvedge: preset {self.material_preset!r} not applied: {error}")
+        return
     from .scene_to_solver import preset_slider_values
 
     for key, value in preset_slider_values(self.material_preset).items():
@@ -151,8 +160,10 @@ CLASSES = (SelvedgeObjectSettings, SelvedgeSceneSettings)
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
-    bpy.types.Object.selvedge = PointerProperty(type=SelvedgeObjectSettings)
-    bpy.types.Scene.selvedge = PointerProperty(type=SelvedgeSceneSettings)
+    # Registration assigns a property definition on the class; instances then read the group (what the
+    # type-check stubs declare, scripts/typecheck_stubs.py), hence the ignores.
+    bpy.types.Object.selvedge = PointerProperty(type=SelvedgeObjectSettings)  # pyright: ignore
+    bpy.types.Scene.selvedge = PointerProperty(type=SelvedgeSceneSettings)  # pyright: ignore
 
 
 def unregister():

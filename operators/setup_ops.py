@@ -12,11 +12,16 @@ How fitted proxies are shown (what a Blender artist knows from rigid-body shapes
   as capsule bounds, parented to its bone (so it follows the pose in the viewport), hidden in
   renders and ignored by bakes; re-running the operator replaces them.
 """
+from typing import TYPE_CHECKING
+
 import bpy
 from bpy.props import EnumProperty, StringProperty
 from bpy.types import Operator
 
 from .properties import ROLE_ITEMS
+
+if TYPE_CHECKING:
+    from bpy.stub_internal.rna_enums import OperatorReturnItems
 
 PIN_GROUP_NAME = "Selvedge Pins"
 
@@ -38,7 +43,7 @@ class SELVEDGE_OT_set_role(Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context) -> "set[OperatorReturnItems]":
         meshes = [o for o in context.selected_objects if o.type == "MESH"]
         skipped = [o.name for o in context.selected_objects if o.type != "MESH"]
         if not meshes:
@@ -69,10 +74,12 @@ class SELVEDGE_OT_pin_group_from_selection(Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context) -> "set[OperatorReturnItems]":
         import numpy as np
 
         obj = context.object
+        if obj is None or not isinstance(obj.data, bpy.types.Mesh):  # poll() rules it out
+            return {"CANCELLED"}
         if obj.mode == "EDIT":
             obj.update_from_editmode()
         mesh = obj.data
@@ -127,10 +134,10 @@ class SELVEDGE_OT_fit_collider(Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context) -> "set[OperatorReturnItems]":
         from .bake import BakeError, fit_bounds
 
-        objects = list(context.selected_objects) or [context.object]
+        objects = list(context.selected_objects) or ([context.object] if context.object is not None else [])
         depsgraph = context.evaluated_depsgraph_get()
         fitted, failed = [], []
         for obj in objects:
@@ -191,12 +198,14 @@ class SELVEDGE_OT_fit_capsules_to_bones(Operator):
             return False
         return True
 
-    def execute(self, context):
+    def execute(self, context) -> "set[OperatorReturnItems]":
         from mathutils import Matrix
 
         from .bake import BakeError, bone_capsules
 
         obj = context.object
+        if obj is None or context.scene is None:  # poll() rules it out
+            return {"CANCELLED"}
         try:
             armature, capsules, warnings = bone_capsules(obj)
         except BakeError as error:

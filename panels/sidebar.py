@@ -1,14 +1,24 @@
 """The "Selvedge" tab of the 3D viewport sidebar (N panel). Drawing only; no physics here."""
+from typing import TYPE_CHECKING, Literal
+
 import bpy
 from bpy.types import Panel
 
-ICONS = {"ERROR": "ERROR", "WARNING": "INFO"}
+if TYPE_CHECKING:
+    from bpy.types import UILayout
+
+ICONS: dict[str, Literal["ERROR", "INFO"]] = {"ERROR": "ERROR", "WARNING": "INFO"}
 
 
-class _SelvedgePanel:
+class _SelvedgePanel(Panel):
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
     bl_category = "Selvedge"
+
+    if TYPE_CHECKING:
+        @property
+        def layout(self) -> UILayout:  # fake-bpy-module says `| None`: never None while drawing
+            ...
 
 
 class SELVEDGE_PT_object(_SelvedgePanel, Panel):
@@ -48,6 +58,8 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         layout = self.layout
         layout.use_property_split = True
         obj = context.object
+        if obj is None:  # poll() rules it out
+            return
         s = obj.selvedge
         layout.prop(s, "material_preset")
         col = layout.column(align=True)
@@ -61,7 +73,8 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
             col = layout.column(align=True)
             for name in ("weight_map_warp", "weight_map_weft", "weight_map_bend"):
                 col.prop_search(s, name, obj, "vertex_groups")
-            layout.prop_search(s, "uv_map", obj.data, "uv_layers")
+            if isinstance(obj.data, bpy.types.Mesh):
+                layout.prop_search(s, "uv_map", obj.data, "uv_layers")
         row = layout.row(heading="Tethers")
         row.prop(s, "use_tethers", text="")
         sub = row.row()
@@ -81,6 +94,8 @@ class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
     def draw(self, context):
         layout = self.layout
         layout.use_property_split = True
+        if context.object is None:  # poll() rules it out
+            return
         s = context.object.selvedge
         for name in ("collider_proxy", "collider_thickness_m", "collider_friction", "fit_capsules_to_bones"):
             layout.prop(s, name)
@@ -96,6 +111,8 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
     def draw(self, context):
         layout = self.layout
         layout.use_property_split = True
+        if context.scene is None:
+            return
         s = context.scene.selvedge
         col = layout.column(align=True)
         col.prop(s, "substeps")
@@ -146,9 +163,12 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         from ..operators.overlay import preview_stats
 
         layout = self.layout
-        s = context.object.selvedge
-        stats = last_bake_stats(context.object)
-        preview = preview_stats(context.object)
+        obj = context.object
+        if obj is None:  # poll() rules it out
+            return
+        s = obj.selvedge
+        stats = last_bake_stats(obj)
+        preview = preview_stats(obj)
         if preview is not None:
             col = layout.column(align=True)
             col.label(text=f"Preview frame {preview['frame']}: max strain {100 * preview['strain_max']:.2f}%, "

@@ -1,16 +1,19 @@
-"""Build Selvedge's per-platform Blender extension zips, with the wheels it needs bundled.
+"""Build Selvedge's Blender extension zips, one per platform and Blender Python, with the wheels bundled.
 
 Usage (any Python >= 3.11 with pip; Blender itself is not needed)::
 
-    python scripts/build_extension.py                                   # every platform, Python 3.11 and 3.13
-    python scripts/build_extension.py --platform linux-x64 --python 3.11  # what CI needs
-    python scripts/build_extension.py --offline                        # only use wheels already in wheels/
+    python scripts/build_extension.py                                     # every platform, Python 3.11 and 3.13
+    python scripts/build_extension.py --platform linux-x64 --python 3.11  # one archive
+    python scripts/build_extension.py --offline                          # only use wheels already in wheels/
 
 Options may be repeated (``--platform linux-x64 --platform windows-x64``). Output goes to
-``dist/`` (``--output-dir``): one ``selvedge-<version>-<platform>.zip`` per platform, named
-and laid out as ``blender --command extension build --split-platforms`` names and lays out
-its archives. Install one with Blender's *Install from Disk* or
-``blender --command extension install-file -r user_default <zip>``.
+``dist/`` (``--output-dir``): one ``selvedge-<version>-<platform>-blender<range>.zip`` per
+platform and Python, e.g. ``selvedge-0.1.0-linux_x64-blender4.2-5.0.zip`` (Python 3.11 wheels)
+and ``selvedge-0.1.0-linux_x64-blender5.1-5.x.zip`` (Python 3.13 wheels). Each archive's
+manifest carries the ``blender_version_min``/``blender_version_max`` of the Blender releases
+that run its Python (:data:`BLENDER_FOR_PYTHON`), so Blender refuses the wrong one instead of
+installing wheels it cannot load. Install one with Blender's *Install from Disk* or
+``blender --command extension install-file -r user_default -e <zip>``.
 
 What happens:
 
@@ -19,18 +22,20 @@ What happens:
    by git) and reused from there on later runs. The pins are numba and llvmlite from
    ``requirements/solver.txt`` and :data:`ONNXRUNTIME`. NumPy is never bundled: Blender ships
    it (:data:`SHIPPED_BY_BLENDER`).
-2. A staging folder ``dist/staging/selvedge/`` gets the extension's files (the source folder
-   minus the manifest's ``[build] paths_exclude_pattern``, gitignore style as in Blender), the
-   wheels under ``wheels/``, and a manifest written from the ``tomllib``-parsed source manifest
-   with ``platforms`` and ``wheels`` filled in for every requested platform. Blender's own
-   ``extension build --split-platforms`` can be run on this folder and gives the same zips
-   (the package test checks that).
-3. One zip per platform: the staged files, only that platform's wheels (both Python versions:
-   Blender installs the ones matching its own Python), and a manifest whose ``platforms`` and
-   ``wheels`` name that platform only, repeated under ``[build.generated]`` as Blender's split
-   build writes it. Wheels are stored uncompressed, everything else deflated, as Blender does.
+2. For each Python, a staging folder ``dist/staging/cpXY/selvedge/`` gets the extension's files
+   (the source folder minus the manifest's ``[build] paths_exclude_pattern``, gitignore style as
+   in Blender), that Python's wheels under ``wheels/``, and a manifest written from the
+   ``tomllib``-parsed source manifest with the Blender version range, ``platforms`` and
+   ``wheels`` filled in for every requested platform. Blender's own ``extension build
+   --split-platforms`` can be run on this folder and gives the same zips (the package test
+   checks that).
+3. One zip per platform and Python: the staged files, only that platform's wheels, and a
+   manifest whose ``platforms`` and ``wheels`` name that platform only, repeated under
+   ``[build.generated]`` as Blender's split build writes it. Wheels are stored uncompressed,
+   everything else deflated, as Blender does.
 
-Blender 4.2-5.0 run Python 3.11 and Blender 5.1+ Python 3.13, hence the two wheel sets.
+Blender 4.2-5.0 run Python 3.11 and Blender 5.1+ Python 3.13, hence the two archives per platform
+(a single archive with both wheel sets would be twice the download: llvmlite alone is ~56 MB per Python).
 """
 from __future__ import annotations
 
@@ -62,6 +67,10 @@ PLATFORM_TAGS = {
 }
 #: Python versions of the Blender releases we support (4.2-5.0: 3.11; 5.1+: 3.13).
 PYTHONS = ("3.11", "3.13")
+#: Python -> the ``blender_version_min`` and ``blender_version_max`` (the first release it does
+#: NOT support, as Blender reads it) of that Python's archive. Blender 5.1 moved to Python 3.13;
+#: the 3.13 range ends before 6.0, where the next Python change is expected.
+BLENDER_FOR_PYTHON = {"3.11": ("4.2.0", "5.1.0"), "3.13": ("5.1.0", "6.0.0")}
 #: The ONNX runtime used by ``models/``: cp311 and cp313 wheels exist for all three platforms.
 ONNXRUNTIME = "onnxruntime==1.32.0"
 #: Blender bundles these; shipping our own copy would shadow Blender's.
@@ -87,11 +96,16 @@ def bundled_requirements(solver_requirements: Path = SOLVER_REQUIREMENTS) -> lis
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        name, sep, version = line.partition("==")
+        requirement, _, marker = line.partition(";")
+        name, sep, version = requirement.partition("==")
         if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):
             raise BuildError(f"{solver_requirements}: expected 'name==version' pins only, got {line!r}")
-        if normalize(name) not in SHIPPED_BY_BLENDER:
-            pins.append((name.strip(), version.strip()))
+        if normalize(name) in SHIPPED_BY_BLENDER:
+            continue  # Blender's own (its pin and environment marker only concern the dev venvs)
+        if marker.strip():
+            raise BuildError(f"{solver_requirements}: bundled pins must hold for every Python; "
+                             f"{line!r} has an environment marker")
+        pins.append((name.strip(), version.strip()))
     name, _, version = ONNXRUNTIME.partition("==")
     return pins + [(name, version)]
 
@@ -205,18 +219,37 @@ def load_manifest(source: Path) -> dict:
     return manifest
 
 
-def with_wheels(manifest: dict, platforms, wheels: list[str]) -> dict:
-    """A copy of ``manifest`` with ``platforms`` and ``wheels`` set, right after ``platforms`` in key order."""
+def with_wheels(manifest: dict, platforms, wheels: list[str], python: str) -> dict:
+    """A copy of ``manifest`` for one Python's archive: ``blender_version_min``/``max`` of that Python
+    (:data:`BLENDER_FOR_PYTHON`, in place of the source's ``blender_version_min``), then ``platforms``
+    and ``wheels``, right after ``platforms`` in key order."""
+    low, high = BLENDER_FOR_PYTHON[python]
     out = {}
     for key, value in manifest.items():
-        if key == "wheels":
+        if key in ("wheels", "blender_version_max"):
+            continue
+        if key == "blender_version_min":
+            out["blender_version_min"], out["blender_version_max"] = low, high
             continue
         out[key] = list(platforms) if key == "platforms" else value
         if key == "platforms":
             out["wheels"] = list(wheels)
+    if "blender_version_min" not in out:
+        out["blender_version_min"], out["blender_version_max"] = low, high
     if "platforms" not in out:
         out["platforms"], out["wheels"] = list(platforms), list(wheels)
     return out
+
+
+def blender_range_label(python: str) -> str:
+    """``blender4.2-5.0`` / ``blender5.1-5.x``: the releases an archive is for, as its file name says it."""
+    low, high = (tuple(map(int, v.split(".")[:2])) for v in BLENDER_FOR_PYTHON[python])
+    last = f"{high[0]}.{high[1] - 1}" if high[1] else f"{high[0] - 1}.x"
+    return f"blender{low[0]}.{low[1]}-{last}"
+
+
+def archive_name(manifest: dict, platform: str, python: str) -> str:
+    return f"{manifest['id']}-{manifest['version']}-{platform.replace('-', '_')}-{blender_range_label(python)}.zip"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -275,13 +308,13 @@ def extension_files(source: Path, exclude: PathExclude) -> list[str]:
 # Build
 @dataclass
 class Build:
-    staging: Path
-    zips: dict  # platform -> Path
-    wheels: dict  # platform -> list of "./wheels/<file>"
+    staging: dict  # Python ("3.11") -> its staging folder
+    zips: dict  # (platform, Python) -> Path
+    wheels: dict  # (platform, Python) -> list of "./wheels/<file>"
 
 
-def stage(source: Path, staging: Path, manifest: dict, platforms, wheels_by_platform: dict) -> list[str]:
-    """Fill ``staging`` (emptied first); returns the manifest's full wheel list."""
+def stage(source: Path, staging: Path, manifest: dict, platforms, wheels_by_platform: dict, python: str) -> list[str]:
+    """Fill ``staging`` (emptied first) for one Python; returns the manifest's full wheel list."""
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
@@ -296,14 +329,15 @@ def stage(source: Path, staging: Path, manifest: dict, platforms, wheels_by_plat
             if f"./wheels/{wheel.name}" not in all_wheels:  # a universal2 wheel serves two platforms
                 shutil.copy2(wheel, staging / "wheels" / wheel.name)
                 all_wheels.append(f"./wheels/{wheel.name}")
-    (staging / MANIFEST).write_text(toml_dumps(with_wheels(manifest, platforms, all_wheels)), encoding="utf-8")
+    text = toml_dumps(with_wheels(manifest, platforms, all_wheels, python))
+    (staging / MANIFEST).write_text(text, encoding="utf-8")
     return all_wheels
 
 
-def write_zip(staging: Path, manifest: dict, platform: str, wheels: list[str], out: Path) -> None:
-    """One platform's archive, written next to ``out`` and renamed into place when complete."""
+def write_zip(staging: Path, manifest: dict, platform: str, python: str, wheels: list[str], out: Path) -> None:
+    """One platform's archive for one Python, written next to ``out`` and renamed into place when complete."""
     generated = {"platforms": [platform], "wheels": wheels}
-    data = with_wheels(manifest, [platform], wheels)
+    data = with_wheels(manifest, [platform], wheels, python)
     data["build"] = {**data.get("build", {}), "generated": generated}
     exclude = exclude_patterns(manifest)
     files = [f for f in extension_files(staging, exclude) if not f.startswith("wheels/")]
@@ -320,7 +354,7 @@ def write_zip(staging: Path, manifest: dict, platform: str, wheels: list[str], o
 
 def build(platforms=None, pythons=PYTHONS, *, source: Path = ROOT, output: Path | None = None,
           cache: Path | None = None, offline: bool = False, log=print) -> Build:
-    """Fetch wheels and write one zip per platform; the Python API behind the command line."""
+    """Fetch wheels and write one zip per platform and Python; the Python API behind the command line."""
     source = Path(source)
     output = Path(output) if output else source / "dist"
     cache = Path(cache) if cache else source / "wheels"
@@ -342,19 +376,21 @@ def build(platforms=None, pythons=PYTHONS, *, source: Path = ROOT, output: Path 
                 raise BuildError(f"{folder} is inside the extension folder but not excluded by the manifest's "
                                  "paths_exclude_pattern; it would end up in the archive")
     requirements = bundled_requirements(source / "requirements" / "solver.txt")
-    wheels_by_platform = {p: [w for py in pythons for w in fetch_wheels(p, py, requirements, cache, offline, log)]
-                          for p in platforms}
-    staging = output / "staging" / manifest["id"]
-    stage(source, staging, manifest, platforms, wheels_by_platform)
-    zips, wheels = {}, {}
+    result = Build({}, {}, {})
     output.mkdir(parents=True, exist_ok=True)
-    for platform in platforms:
-        wheels[platform] = [f"./wheels/{w.name}" for w in wheels_by_platform[platform]]
-        zips[platform] = output / f"{manifest['id']}-{manifest['version']}-{platform.replace('-', '_')}.zip"
-        write_zip(staging, manifest, platform, wheels[platform], zips[platform])
-        log(f"built {zips[platform]} ({zips[platform].stat().st_size / 2**20:.1f} MiB, "
-            f"{len(wheels[platform])} wheels)")
-    return Build(staging, zips, wheels)
+    for python in pythons:
+        wheels_by_platform = {p: fetch_wheels(p, python, requirements, cache, offline, log) for p in platforms}
+        staging = output / "staging" / python_tag(python) / manifest["id"]
+        stage(source, staging, manifest, platforms, wheels_by_platform, python)
+        result.staging[python] = staging
+        for platform in platforms:
+            key = (platform, python)
+            result.wheels[key] = [f"./wheels/{w.name}" for w in wheels_by_platform[platform]]
+            result.zips[key] = output / archive_name(manifest, platform, python)
+            write_zip(staging, manifest, platform, python, result.wheels[key], result.zips[key])
+            log(f"built {result.zips[key]} ({result.zips[key].stat().st_size / 2**20:.1f} MiB, "
+                f"{len(result.wheels[key])} wheels, Blender {' to before '.join(BLENDER_FOR_PYTHON[python])})")
+    return result
 
 
 def main(argv=None) -> int:

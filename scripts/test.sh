@@ -1,4 +1,41 @@
 #!/usr/bin/env bash
-# Run the whole test suite (sets up .venv with pinned versions on first use).
-source "$(dirname "$0")/_venv.sh" requirements/test.txt
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --import-mode=importlib --durations=15 tests "$@"
+# The test command (CI runs exactly this). Each venv is set up with pinned versions on first use:
+#   1. .venv    Python 3.11, bpy 5.0.1, NumPy 1.26.4 (Blender 4.2-5.0's stack): every test, tests/
+#   2. .venv313 Python 3.13, bpy 5.3.0, NumPy 2.x   (Blender 5.1+'s stack): the Blender-layer and
+#               package tests, tests/blender (the solver's tests do not depend on the stack beyond
+#               NumPy/numba, which the Blender-layer bakes exercise)
+#   3. scripts/typecheck.sh: pyright over operators/, panels/, __init__.py against fake-bpy-module
+# Arguments go to both pytest runs (`./scripts/test.sh -k shape_key`, `-x`, `-m "not slow"`).
+# SELVEDGE_STACKS="3.11" (or "3.13", "types", any space-separated subset) runs only those parts.
+# Every part runs even when an earlier one fails; the exit status is 0 only if all passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STACKS="${SELVEDGE_STACKS:-3.11 3.13 types}"
+PYTEST=(-m pytest -q -p no:cacheprovider --import-mode=importlib --durations=15)
+STATUS=0
+SUMMARY=()
+run_part() {  # run_part LABEL COMMAND...
+  local label="$1" start=$SECONDS rc
+  shift
+  echo "== $label =="
+  "$@"
+  rc=$?
+  SUMMARY+=("$label: exit $rc, $((SECONDS - start)) s")
+  [ "$rc" -eq 0 ] || STATUS=1
+}
+pytest_on() {  # pytest_on REQUIREMENTS PYTHON TESTS [args]
+  local req="$1" python="$2" tests="$3"
+  shift 3
+  ( source scripts/_venv.sh "$req" "$python" && exec "$VENV/bin/python" "${PYTEST[@]}" "$tests" "$@" )
+}
+for part in $STACKS; do
+  case "$part" in
+    3.11) run_part "Python 3.11 / bpy 5.0.1: tests/" pytest_on requirements/test.txt 3.11 tests "$@" ;;
+    3.13) run_part "Python 3.13 / bpy 5.3.0: tests/blender" pytest_on requirements/blender313.txt 3.13 tests/blender "$@" ;;
+    types) run_part "pyright (fake-bpy-module)" ./scripts/typecheck.sh ;;
+    *) echo "test.sh: unknown part '$part' in SELVEDGE_STACKS (3.11, 3.13, types)" >&2; exit 2 ;;
+  esac
+done
+echo
+printf '%s\n' "${SUMMARY[@]}"
+exit "$STATUS"

@@ -10,10 +10,15 @@ are scaled by the scene's unit scale; thicknesses are metres.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...solver.transforms import quaternion_multiply
 from ..errors import BakeError
+
+if TYPE_CHECKING:
+    import bpy
 
 
 def collider_objects(scene) -> list:
@@ -108,7 +113,7 @@ def fit_bounds(kind: str, obj_eval) -> dict:
     return fit
 
 
-def bone_capsules(obj) -> tuple[object, list[dict], list[str]]:
+def bone_capsules(obj) -> tuple[bpy.types.Object, list[dict], list[str]]:
     """Capsules of the deform bones of the armature rigging mesh ``obj`` (rest pose, armature space).
 
     Each vertex belongs to the deform bone with its largest weight; a bone's capsule is its

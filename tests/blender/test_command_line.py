@@ -294,6 +294,40 @@ def test_shot_paths_logs_and_temporary_file_cleanup(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == [".Other.pc2.y.tmp", "Cloth.pc2"]
 
 
+def test_the_coordinator_stops_hung_workers_with_a_clear_message(tmp_path):
+    """A worker that never finishes fails its shot after --worker-timeout; one that reported its result
+    and hangs at exit (the 4.x bpy modules' teardown, see module_exit.py) is stopped after the exit
+    grace and keeps its result. The workers are plain Python processes standing in for Blender."""
+    import time
+
+    result_line = cli_core.event_line("result", status="ok", message="baked 6 frames", frames=[1, 6])
+    hang = "import time\nwhile True: time.sleep(1)\n"
+    workers = {"never_finishes": f"print('frame 1', flush=True)\n{hang}",
+               "hangs_at_exit": f"print({result_line!r}, flush=True)\n{hang}",
+               "exits": f"print({result_line!r}, flush=True)\n"}
+    shots = [cli_core.Shot(name=name, blend=str(tmp_path / f"{name}.blend")) for name in workers]
+    said = []
+    pool = cli_core.Pool(lambda shot: [sys.executable, "-c", workers[shot.name]], lambda shot: dict(os.environ),
+                            echo=said.append, timeout=10.0, exit_grace=3.0)
+    t0 = time.perf_counter()
+    results = {r.shot: r for r in pool.run(shots, jobs=3)}
+    seconds = time.perf_counter() - t0
+    print({k: (r.status, r.message, round(r.seconds, 1)) for k, r in results.items()}, f"{seconds:.1f} s")
+    never = results["never_finishes"]
+    assert never.status == "failed"
+    assert never.message == "the worker did not finish within --worker-timeout 10 s and was stopped; see the log"
+    assert never.seconds >= 10.0
+    hung = results["hangs_at_exit"]
+    assert hung.ok and hung.message.startswith("baked 6 frames; the worker reported its result but did not exit "
+                                               "within 3 s and was stopped")
+    assert 3.0 <= hung.seconds < 10.0
+    assert results["exits"].ok and results["exits"].message == "baked 6 frames" and results["exits"].returncode == 0
+    assert any(line.startswith("hangs_at_exit | note: the worker reported its result") for line in said)
+    assert cli_core.parse_args(["a.blend", "--worker-timeout", "3600"]).worker_timeout == 3600.0
+    with pytest.raises(cli_core.UsageError, match="--worker-timeout must be 0"):
+        cli_core.parse_args(["a.blend", "--worker-timeout", "-1"])
+
+
 def test_summary_table_and_overwritten_caches():
     ok = cli_core.ShotResult("a", "/p/a.blend", status="ok", frames=[1, 6], objects=["Cloth"], seconds=2.0,
                                 caches=["//cache/Cloth.pc2"])

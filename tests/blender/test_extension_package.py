@@ -1,25 +1,32 @@
 """Extension packaging end to end, with the real bpy module and Blender's own extension machinery.
 
-1. ``scripts/build_extension.py`` builds the linux-x64 archive with the Python 3.11 wheels
+Runs on each development stack (``scripts/test.sh``): Python 3.11 / bpy 5.0.1 tests the cp311
+archive (Blender 4.2-5.0), Python 3.13 / bpy 5.3.0 the cp313 one (Blender 5.1+).
+
+1. ``scripts/build_extension.py`` builds the linux-x64 archive with this Python's wheels
    (downloaded once into ``wheels/``). Independent references for the archive:
    Blender's own builder (``bl_pkg/cli/blender_ext.py build --split-platforms``) run on the
    repository itself must pick the same extension files, byte for byte; run on our staging
    folder it must produce the same archive (same entries, bytes, compression and manifest once
    Blender applies ``[build.generated]``); Blender's own ``validate`` must accept the archive.
 2. A child process runs the bpy module in an environment like Blender's own Python: bpy and its
-   declared dependencies (numpy, requests, ...) only, so numba, llvmlite and onnxruntime can
-   only come from the archive. Every ``BLENDER_USER_*`` folder, ``HOME`` and the Numba cache
+   declared dependencies for this Python (numpy, requests, ...; environment markers honoured)
+   only, no project source and no venv packages on ``sys.path``, so numba, llvmlite and
+   onnxruntime can only come from the archive. Every ``BLENDER_USER_*`` folder, ``HOME`` and the Numba cache
    point into a temporary folder. It adds a local extension repository in a temporary folder
    (``preferences.extension_repo_add``), installs the archive with
    ``extensions.package_install_files`` (enable on install), bakes a pinned grid with
-   ``selvedge.bake_cache`` and reads the PC2 back through Blender's Mesh Cache modifier; then
-   disables, re-enables and bakes again, and uninstalls.
+   ``selvedge.bake_cache`` and reads the PC2 back through Blender's Mesh Cache modifier, bakes
+   to shape keys, bakes with the learned network on (the shipped ONNX model through the bundled
+   onnxruntime); then disables, re-enables and bakes again, disables, and uninstalls: no class,
+   property, handler, package file or wheel is left behind.
 3. This process builds the same scene and runs the solver from the source tree (with the
    development environment's numba) on the same inputs, as ``test_blender_bake`` does: the
    installed extension's playback must match it to float32 precision.
 
 The child is this file run as a script (``python -S tests/blender/test_extension_package.py child ...``),
-so nothing at module level may need more than the standard library and NumPy.
+so nothing at module level may need more than the standard library and NumPy. It ends through the
+installed extension's ``module_exit.exit_process`` (the 4.x bpy modules crash or hang at exit).
 """
 import hashlib
 import importlib.metadata
@@ -45,7 +52,25 @@ ROOT = Path(__file__).resolve().parents[2]
 FIRST, LAST = 1, 6  # the frame range of test_blender_bake's reference run
 FRAMES = (FIRST, 2, 4, LAST)
 ATOL = 1e-6  # as in test_blender_bake: a few float32 ulps of ~1 m positions
-PINS = {"numba": "0.62.1", "llvmlite": "0.45.1", "onnxruntime": "1.32.0"}
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the archive under test is this Python's
+TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def bundled_pins():
+    """What the archive must bundle: requirements/solver.txt's pins minus NumPy, and the build's onnxruntime."""
+    pins = {}
+    for line in (ROOT / "requirements" / "solver.txt").read_text().splitlines():
+        requirement = line.split("#", 1)[0].split(";", 1)[0].strip()
+        if "==" in requirement:
+            name, version = requirement.split("==")
+            pins[name.strip()] = version.strip()
+    build_script = (ROOT / "scripts" / "build_extension.py").read_text()
+    pins["onnxruntime"] = re.search(r'^ONNXRUNTIME = "onnxruntime==([^"]+)"', build_script, re.M).group(1)
+    del pins["numpy"]
+    return pins
+
+
+PINS = bundled_pins()
 
 
 def load_module(name, path):
@@ -135,11 +160,44 @@ def child_bake(cache_dir):
     }, {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
 
 
+def child_bake_shape_keys():
+    import bpy
+
+    for obj in list(bpy.data.objects):
+        bpy.data.objects.remove(obj)
+    obj, _ = make_cloth()
+    result = bpy.ops.selvedge.bake_shape_keys()
+    keys = obj.data.shape_keys
+    return {"result": sorted(result), "keys": len(keys.key_blocks) if keys else 0}, \
+        {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
+
+
+def child_bake_network(cache_dir):
+    import bpy
+
+    for obj in list(bpy.data.objects):
+        bpy.data.objects.remove(obj)
+    obj, _ = make_cloth()
+    scene = bpy.context.scene
+    scene.selvedge.cache_folder = str(cache_dir)
+    scene.selvedge.network_mode = "ACCELERATION"
+    try:
+        result = bpy.ops.selvedge.bake_cache()
+    finally:
+        scene.selvedge.network_mode = "OFF"
+    sidecar = json.loads((Path(cache_dir) / f"{obj.name}.json").read_text())
+    return {"result": sorted(result), "network": {k: sidecar["network"][k] for k in ("mode", "events")},
+            "network_frames": len(sidecar["network"]["frames"]),
+            "network_active": all(f["network_active"] for f in sidecar["network"]["frames"])}, \
+        {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
+
+
 def child_main(zip_path, work):
     import bpy
 
     work = Path(work)
-    out = {"importable_before": {}}
+    out = {"importable_before": {}, "sys_path": list(sys.path),
+           "selvedge_importable": importlib.util.find_spec("selvedge") is not None}
     for name in PINS:
         try:
             __import__(name)
@@ -166,7 +224,7 @@ def child_main(zip_path, work):
     out["installed_files"] = sorted(p.relative_to(repo_dir / "selvedge").as_posix()
                                     for p in (repo_dir / "selvedge").rglob("*") if p.is_file()
                                     and "__pycache__" not in p.parts)
-    site = Path(out["user_extensions"]) / ".local" / "lib" / "python3.11" / "site-packages"
+    site = Path(out["user_extensions"]) / ".local" / "lib" / f"python{PYTHON}" / "site-packages"
     out["site_packages"] = str(site)
     out["wheel_tags"] = {p.name: [line.split(": ", 1)[1] for line in (p / "WHEEL").read_text().splitlines()
                                   if line.startswith("Tag: ")] for p in sorted(site.glob("*.dist-info"))}
@@ -179,10 +237,15 @@ def child_main(zip_path, work):
     session = onnxruntime.InferenceSession(onnx_add_model(), providers=["CPUExecutionProvider"])
     out["onnx_y"] = session.run(None, {"X": np.array([1.0, 2.0, 3.5], dtype=np.float32)})[0].tolist()
 
+    exit_process = importlib.import_module(f"{module}.module_exit").exit_process
     out["bake1"], positions = child_bake(work / "cache1")
     setup = sys.modules[f"{module}.solver._numba_setup"]
     out["solver_numba"] = setup.numba.__file__
     out["numba_cache_dir"] = setup.CACHE_DIR
+    out["shape_keys"], shape_key_positions = child_bake_shape_keys()
+    positions.update({f"shape_keys_{k}": v for k, v in shape_key_positions.items()})
+    out["network"], network_positions = child_bake_network(work / "cache_network")
+    positions.update({f"network_{k}": v for k, v in network_positions.items()})
     out["enabled_state"] = registration_state()
 
     bpy.ops.preferences.addon_disable(module=module)
@@ -195,9 +258,12 @@ def child_main(zip_path, work):
 
     out["uninstall"] = sorted(bpy.ops.extensions.package_uninstall(repo_directory=str(repo_dir), pkg_id="selvedge"))
     out["after_uninstall"] = {"package_exists": (repo_dir / "selvedge").exists(),
+                              "repo_files": sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*")
+                                                   if p.is_file()),
                               "site_packages": sorted(p.name for p in site.iterdir()) if site.exists() else []}
     np.savez(work / "positions.npz", **positions)
     (work / "result.json").write_text(json.dumps(out, indent=1))
+    return exit_process
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,11 +272,11 @@ _BUILD = {}
 
 
 def linux_build(tmp_path_factory):
-    """The linux-x64 / Python 3.11 build, once per session (wheels cached in the repository's wheels/)."""
+    """The linux-x64 build for this Python, once per session (wheels cached in the repository's wheels/)."""
     if "build" not in _BUILD:
         builder = load_module("selvedge_build_extension", ROOT / "scripts" / "build_extension.py")
         t0 = time.perf_counter()
-        build = builder.build(["linux-x64"], ("3.11",), output=tmp_path_factory.mktemp("dist"))
+        build = builder.build(["linux-x64"], (PYTHON,), output=tmp_path_factory.mktemp("dist"))
         _BUILD.update(build=build, builder=builder, seconds=time.perf_counter() - t0)
     return _BUILD["build"], _BUILD["builder"]
 
@@ -229,15 +295,19 @@ def entries(path):
 
 
 def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_path):
+    import bpy
+
     build, builder = linux_build(tmp_path_factory)
-    ours = build.zips["linux-x64"]
+    ours = build.zips["linux-x64", PYTHON]
     source_manifest = tomllib.loads((ROOT / "blender_manifest.toml").read_text())
-    assert ours.name == f"selvedge-{source_manifest['version']}-linux_x64.zip"
+    label = {"3.11": "blender4.2-5.0", "3.13": "blender5.1-5.x"}[PYTHON]
+    assert ours.name == f"selvedge-{source_manifest['version']}-linux_x64-{label}.zip"
+    blenders_name = f"selvedge-{source_manifest['version']}-linux_x64.zip"  # Blender's split build's name
     print(f"build: {_BUILD['seconds']:.1f} s, archive {ours.stat().st_size / 2**20:.1f} MiB")
     ext = load_module("selvedge_test_blender_ext", blender_ext_path())
 
     # Blender's builder on the repository itself (no wheels): the same extension files, byte for byte.
-    from_repo = blender_build(ROOT, tmp_path / "from_repo")[ours.name]
+    from_repo = blender_build(ROOT, tmp_path / "from_repo")[blenders_name]
     repo_files = {k: v for k, v in entries(from_repo).items() if k != "blender_manifest.toml"}
     our_files = {k: v for k, v in entries(ours).items() if not k.startswith("wheels/") and k != "blender_manifest.toml"}
     assert our_files == repo_files
@@ -246,9 +316,9 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
                 or "__pycache__" in f or f.endswith(".pyc")]
 
     # Blender's builder on our staging folder: the same archive.
-    built = blender_build(build.staging, tmp_path / "from_staging")
-    assert list(built) == [ours.name]
-    from_staging = built[ours.name]
+    built = blender_build(build.staging[PYTHON], tmp_path / "from_staging")
+    assert list(built) == [blenders_name]
+    from_staging = built[blenders_name]
     theirs_entries, our_entries = entries(from_staging), entries(ours)
     del theirs_entries["blender_manifest.toml"], our_entries["blender_manifest.toml"]
     assert our_entries == theirs_entries
@@ -259,27 +329,32 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     assert manifests[0] == manifests[1]
     manifest = manifests[0]
     assert manifest["platforms"] == ["linux-x64"]
-    assert {k: v for k, v in manifest.items() if k not in ("platforms", "wheels", "build")} == \
-        {k: v for k, v in source_manifest.items() if k not in ("platforms", "build")}
+    versioned = ("platforms", "wheels", "build", "blender_version_min", "blender_version_max")
+    assert {k: v for k, v in manifest.items() if k not in versioned} == \
+        {k: v for k, v in source_manifest.items() if k not in versioned}
+    # The Blender range: this Python's releases (4.2-5.0 ship 3.11, 5.1+ 3.13), and this bpy inside it.
+    low, high = {"3.11": ("4.2.0", "5.1.0"), "3.13": ("5.1.0", "6.0.0")}[PYTHON]
+    assert (manifest["blender_version_min"], manifest["blender_version_max"]) == (low, high)
+    version = tuple(bpy.app.version)
+    assert tuple(map(int, low.split("."))) <= version < tuple(map(int, high.split("."))), version
 
     # Blender's validator accepts it.
     check = subprocess.run([sys.executable, str(blender_ext_path()), "validate", str(ours)], capture_output=True,
                            text=True)
     assert check.returncode == 0 and "Success" in check.stdout, check.stdout + check.stderr
 
-    # The wheels: exactly the pins, cp311, for linux-x64 by Blender's own reading of the tags; no NumPy.
+    # The wheels: exactly the pins, this Python's only, for linux-x64 by Blender's own reading of the tags;
+    # no NumPy.
     wheel_entries = sorted(k for k in our_entries if k.startswith("wheels/"))
     assert sorted(w.removeprefix("./") for w in manifest["wheels"]) == wheel_entries
     names = {}
     for wheel in wheel_entries:
         name, version, python, abi, platform = Path(wheel).stem.split("-")
         names[name] = version
-        assert python == abi == "cp311"
+        assert python == abi == TAG
         assert all("linux-x64" in ext.blender_platforms_from_wheel_platform(p) for p in platform.split("."))
     assert names == PINS
-    solver_pins = dict(line.split("==") for line in (ROOT / "requirements" / "solver.txt").read_text().split()
-                       if "==" in line)
-    assert {k: names[k] for k in ("numba", "llvmlite")} == {k: solver_pins[k] for k in ("numba", "llvmlite")}
+    assert set(names) == {"numba", "llvmlite", "onnxruntime"}
     assert (ROOT / "scripts" / "build_extension.py").exists() and "build_extension.py" not in str(our_entries)
     # The script's reading of exclude patterns agrees with Blender's on paths the archive test does not meet.
     patterns = source_manifest["build"]["paths_exclude_pattern"] + ["/docs/*.md", "build", "a/b/"]
@@ -298,15 +373,23 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
 
 
 def blender_like_site(folder: Path) -> Path:
-    """Links to bpy and its declared dependencies only: the Python packages a Blender release ships with."""
+    """Links to bpy and its declared dependencies only (those whose environment markers hold for this
+    Python, no extras): the Python packages a Blender release ships with."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # not installed in every venv; pip carries a copy
+        from pip._vendor.packaging.requirements import Requirement
+
     wanted, todo = set(), ["bpy"]
     while todo:
         key = re.sub(r"[-_.]+", "-", todo.pop()).lower()
         if key in wanted:
             continue
         wanted.add(key)
-        todo += [re.match(r"[A-Za-z0-9._-]+", r).group(0) for r in importlib.metadata.requires(key) or ()
-                 if "extra ==" not in r]
+        for text in importlib.metadata.requires(key) or ():
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
     folder.mkdir()
     for key in sorted(wanted):
         dist = importlib.metadata.distribution(key)
@@ -329,7 +412,8 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
                XDG_CACHE_HOME=str(tmp_path / "home" / ".cache"), PYTHONNOUSERSITE="1")
     t0 = time.perf_counter()
-    child = subprocess.run([sys.executable, "-S", __file__, "child", str(build.zips["linux-x64"]), str(work),
+    archive = build.zips["linux-x64", PYTHON]
+    child = subprocess.run([sys.executable, "-S", __file__, "child", str(archive), str(work),
                             str(site)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1800)
     child_seconds = time.perf_counter() - t0
     assert child.returncode == 0, (child.stdout + child.stderr)[-6000:]
@@ -343,15 +427,24 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     assert Path(got["user_config"]) == user / "config" and Path(got["user_extensions"]) == user / "extensions"
     assert [d for _, d, _ in got["repos"] if not Path(d).is_relative_to(tmp_path) and "/system" not in d] == []
     assert got["importable_before"] == {name: False for name in PINS}
+    # No project source and no venv packages on the child's sys.path: the standard library, the
+    # Blender-like site, tests/ (the scene helpers, which import nothing of Selvedge's) and the script's folder.
+    for entry in got["sys_path"]:
+        path = Path(os.path.abspath(entry))  # links not followed: the site folder links into this venv
+        assert path in (ROOT / "tests", ROOT / "tests" / "blender") or path.is_relative_to(site) or \
+            path.is_relative_to(sys.base_prefix) or path.is_relative_to(user), entry
+        assert "site-packages" not in path.parts or path.is_relative_to(user), entry
+        assert path.is_relative_to(site) or not path.is_relative_to(sys.prefix) or sys.prefix == sys.base_prefix, entry
+    assert not got["selvedge_importable"]
 
     # Installed and enabled through Blender's machinery; the wheels for this Python only, in Blender's wheel folder.
     assert got["repo_add"] == got["install"] == ["FINISHED"] and got["enabled"]
-    with zipfile.ZipFile(build.zips["linux-x64"]) as zf:
+    with zipfile.ZipFile(archive) as zf:
         packaged = sorted(n for n in zf.namelist() if not n.endswith("/"))
     assert got["installed_files"] == packaged
     site_packages = Path(got["site_packages"])
-    assert site_packages == user / "extensions" / ".local" / "lib" / "python3.11" / "site-packages"
-    assert {k: v[0].startswith("cp311-cp311-") for k, v in got["wheel_tags"].items()} == \
+    assert site_packages == user / "extensions" / ".local" / "lib" / f"python{PYTHON}" / "site-packages"
+    assert {k: v[0].startswith(f"{TAG}-{TAG}-") for k, v in got["wheel_tags"].items()} == \
         {f"{name}-{version}.dist-info": True for name, version in PINS.items()}
     for name, version in PINS.items():
         file, module_version = got["modules"][name]
@@ -370,8 +463,17 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     assert got["enabled_state"]["operators"] and got["enabled_state"]["object_attributes"] == ["selvedge"]
     assert got["bake2"]["result"] == ["FINISHED"] and got["bake2"]["pc2_sha256"] == bake1["pc2_sha256"]
 
-    # Uninstalling removes the package and its wheels.
+    # Shape keys and the learned network through the installed extension and its bundled onnxruntime.
+    assert got["shape_keys"] == {"result": ["FINISHED"], "keys": 1 + LAST - FIRST + 1}
+    network = got["network"]
+    assert network["result"] == ["FINISHED"] and network["network"]["mode"] == "B"
+    assert "ExecutionProvider" in network["network"]["events"][0]
+    assert network["network_frames"] == LAST - FIRST and network["network_active"]
+
+    # Uninstalling removes the package and its wheels: nothing of it is left in the repository or
+    # in Blender's wheel folder.
     assert got["uninstall"] == ["FINISHED"] and not got["after_uninstall"]["package_exists"]
+    assert got["after_uninstall"]["repo_files"] == []
     assert not [n for n in got["after_uninstall"]["site_packages"] if n.split("-")[0] in PINS]
 
     # The reference: the source tree's solver on the same inputs, in this process.
@@ -386,12 +488,22 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     try:
         obj, pinned = make_cloth()
         expected, expected_world, pin_world, _ = bake_tests.reference_run(obj, pinned)
+        for other in list(bpy.data.objects):
+            bpy.data.objects.remove(other)
+        _, source_network = child_bake_network(tmp_path / "source_network")
     finally:
         selvedge.unregister()
         bpy.ops.wm.read_factory_settings(use_empty=True)
     errors = {f: float(np.abs(positions[f"frame{f}"] - expected[f]).max()) for f in FRAMES}
     print("max |installed extension's Mesh Cache playback - source solver| per frame (m):", errors)
     assert max(errors.values()) <= ATOL
+    shape_key_errors = [float(np.abs(positions[f"shape_keys_frame{f}"] - expected[f]).max()) for f in FRAMES]
+    assert max(shape_key_errors) <= ATOL, shape_key_errors
+    # The network bake: the source tree's network bake on the same scene, and not the pure XPBD motion.
+    network_errors = [float(np.abs(positions[f"network_frame{f}"] - source_network[f"frame{f}"]).max())
+                      for f in FRAMES]
+    assert max(network_errors) <= ATOL, network_errors
+    assert np.abs(positions[f"network_frame{LAST}"] - positions[f"frame{LAST}"]).max() > 1e-5
     # Not vacuous: the free corner fell, the pinned corners travelled with the animated object.
     assert (pin_world[LAST][:, 2] - expected_world[LAST][:, 2]).max() > 0.05
     assert np.linalg.norm(pin_world[LAST][pinned[0]] - pin_world[FIRST][pinned[0]]) > 0.12
@@ -399,4 +511,4 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
-    child_main(*sys.argv[2:4])
+    child_main(*sys.argv[2:4])(0)

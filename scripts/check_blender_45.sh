@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Blender 4.5 LTS check: the Blender-layer tests (tests/blender) against the pip bpy 4.5 module.
+#
+#   scripts/check_blender_45.sh                                        # all of tests/blender
+#   scripts/check_blender_45.sh tests/blender/test_command_line.py     # other pytest arguments
+#
+# The venv is .venv45 (ignored by git), Python 3.11 (what Blender 4.5 ships), from
+# requirements/blender45.txt: bpy 4.5.x (the pin there says which), NumPy 1.26.4 and the
+# numba/llvmlite pins of requirements/solver.txt, pytest, onnxruntime. The bpy 4.5 module deadlocks
+# at interpreter exit once a class was registered; the run ends through module_exit.exit_process
+# (see scripts/_check_blender.sh). Exit status: pytest's.
+source "$(dirname "$0")/_check_blender.sh" "Blender 4.5 check" requirements/blender45.txt .venv45 "$@"
