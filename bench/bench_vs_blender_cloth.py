@@ -22,7 +22,13 @@ One JSON line per solver::
 
     {"solver", "scene", "vertices", "edges", "frames", "ms_per_frame" (mean of timed steps),
      "ms_per_frame_median", "strain_max" (all edges, all frames), "strain_p95" (worst frame's P95),
-     "strain_max_last", "strain_p95_last" (last frame), "compression_max", "settings", "blender", ...}
+     "strain_max_last", "strain_p95_last" (last frame), "compression_max", "compression_p95" (worst frame's
+     P95 of -strain), "strain_max_outside_pin_rings" (edges with both ends over two edges from a pin),
+     "settings", "blender", ...}
+
+then one ``"case": "summary"`` line per scene run by both: Selvedge's ms/frame as a fraction of
+Blender's in this run, and both solvers' strain figures side by side. ``--write-docs`` writes the
+table into docs/benchmarks.md (section ``bench_vs_blender_cloth``).
 
 Garment-on-body scene (``--scene garment``; both scenes run by default): a static body made of
 primitives in one closed mesh object "Body" (a capped cylinder torso, radius 0.2 m, 0.7-1.3 m,
@@ -132,13 +138,33 @@ def edge_strain(world: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> np.nd
     return np.linalg.norm(world[edges[:, 1]] - world[edges[:, 0]], axis=1) / rest - 1.0
 
 
+def pin_ring_edges(obj, edges: np.ndarray) -> np.ndarray:
+    """Edges with an end at most two edges from a vertex of the "pins" group (its 2-ring): a point
+    pin's strain is singular on any mesh, so the max is also reported without them."""
+    group = obj.vertex_groups.get("pins")
+    near = np.zeros(len(obj.data.vertices), dtype=bool)
+    if group is not None:
+        for v in obj.data.vertices:
+            if any(g.group == group.index and g.weight > 0 for g in v.groups):
+                near[v.index] = True
+    for _ in range(2):
+        grown = near.copy()
+        grown[edges[near[edges[:, 0]], 1]] = True
+        grown[edges[near[edges[:, 1]], 0]] = True
+        near = grown
+    return near[edges[:, 0]] | near[edges[:, 1]]
+
+
 def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
     """Strain statistics of the evaluated mesh over frames 2..frames (frame 1 is the rest state),
     plus, with ``body``, penetration and distance of the cloth's vertices to the body's surface."""
     edges = mesh_edges(obj.data)
     rest = np.linalg.norm(rest_world[edges[:, 1]] - rest_world[edges[:, 0]], axis=1)
+    ring = pin_ring_edges(obj, edges)
     per_frame = []
     worst_compression = 0.0
+    compression_p95 = 0.0
+    outside_max = 0.0
     contact = []
     for frame in range(2, frames + 1):
         bpy.context.scene.frame_set(frame)
@@ -146,11 +172,14 @@ def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
         s = edge_strain(world, edges, rest)
         per_frame.append((float(s.max()), float(np.percentile(s, 95))))
         worst_compression = max(worst_compression, float(-s.min()))
+        compression_p95 = max(compression_p95, float(np.percentile(-s, 95)))
+        outside_max = max(outside_max, float(s[~ring].max()))
         if body is not None:
             contact.append(signed_distance(world, body_bvh(body)))
     out = {"edges": int(len(edges)), "strain_max": max(m for m, _ in per_frame),
            "strain_p95": max(p for _, p in per_frame), "strain_max_last": per_frame[-1][0],
-           "strain_p95_last": per_frame[-1][1], "compression_max": worst_compression}
+           "strain_p95_last": per_frame[-1][1], "compression_max": worst_compression,
+           "compression_p95": compression_p95, "strain_max_outside_pin_rings": outside_max}
     if body is not None:
         inside = [int((d < 0.0).sum()) for d in contact]
         out.update({"penetrating_max": max(inside), "penetrating_last": inside[-1],
@@ -401,6 +430,7 @@ def main(argv=None) -> int:
     parser.add_argument("--solve-mode", default="serial", choices=("serial", "colored", "jacobi"))
     parser.add_argument("--substeps", type=int, help="Selvedge substeps (default: the scene default)")
     parser.add_argument("--only", choices=("blender", "selvedge"), help="run one solver only")
+    parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
     base = {"frames": args.frames, "blender": bpy.app.version_string, "python": platform.python_version(),
             "cpus": os.cpu_count()}
@@ -420,11 +450,61 @@ def main(argv=None) -> int:
         if args.only in (None, "selvedge"):
             runs.append((common, lambda: run_selvedge(g, size, args.frames, args.solve_mode, args.substeps,
                                                       garment=True)))
+    lines = []
     for common, run in runs:
         result = run()
-        print(json.dumps({**common, **result}), flush=True)
+        lines.append({**common, **result})
+        print(json.dumps(lines[-1]), flush=True)
     reset()
+    summaries = summary_lines(lines)
+    for line in summaries:
+        print(json.dumps(line), flush=True)
+    if args.write_docs:
+        write_docs(lines, summaries, argv if argv is not None else sys.argv[1:])
     return 0
+
+
+def summary_lines(lines: list[dict]) -> list[dict]:
+    """Per scene run by both solvers: Selvedge against Blender's Cloth in this run (ratios travel
+    between machines, milliseconds do not)."""
+    out = []
+    for scene in dict.fromkeys(line["scene"] for line in lines):
+        by = {line["solver"]: line for line in lines if line["scene"] == scene}
+        if set(by) != {"blender_cloth", "selvedge"}:
+            continue
+        b, s = by["blender_cloth"], by["selvedge"]
+        line = {"case": "summary", "scene": scene, "vertices": s["vertices"], "frames": s["frames"],
+                "selvedge_ms_fraction_of_blender": s["ms_per_frame"] / b["ms_per_frame"],
+                "blender_ms_over_selvedge_ms": b["ms_per_frame"] / s["ms_per_frame"]}
+        for key in ("strain_p95", "strain_max_outside_pin_rings", "strain_max", "compression_p95",
+                    "penetrating_max"):
+            if key in s:
+                line[f"selvedge_{key}"] = s[key]
+                line[f"blender_{key}"] = b[key]
+        line["selvedge_settings"] = s.get("settings")
+        out.append(line)
+    return out
+
+
+def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _docs_table import markdown_table, write_section
+
+    rows = []
+    for line in lines:
+        settings = line.get("settings") or {}
+        budget = (f"{settings['substeps']} x {settings['iterations']} {settings['solve_mode']}"
+                  if line["solver"] == "selvedge" else "its defaults")
+        rows.append([line["scene"], "Selvedge" if line["solver"] == "selvedge" else "Blender Cloth", budget,
+                     f"{line['ms_per_frame']:.1f}", f"{100 * line['strain_p95']:.2f} %",
+                     f"{100 * line['strain_max_outside_pin_rings']:.1f} %", f"{100 * line['strain_max']:.1f} %",
+                     f"{100 * line['compression_p95']:.2f} %", str(line.get("penetrating_max", "-"))])
+    body = markdown_table(["scene", "solver", "budget", "ms/frame", "P95 strain (worst frame)",
+                           "max outside pin 2-rings", "max (raw)", "compression P95", "vertices inside body"], rows)
+    for s in summaries:
+        body += (f"\n\n{s['scene']}: Selvedge takes {s['selvedge_ms_fraction_of_blender']:.3f} of Blender Cloth's "
+                 f"ms/frame (1/{s['blender_ms_over_selvedge_ms']:.1f}) in the same run.")
+    write_section("bench_vs_blender_cloth", "bench/bench_vs_blender_cloth.py " + " ".join(argv), body)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class SelvedgeObjectSettings(PropertyGroup):
 
 class SelvedgeSceneSettings(PropertyGroup):
     substeps: IntProperty(name="Substeps", description="Solver substeps per frame (the main quality knob)",
-                          default=20, min=1, soft_max=100)
+                          default=10, min=1, soft_max=100)
     iterations: IntProperty(name="Iterations", description="Constraint passes per substep", default=1, min=1,
                             soft_max=20)
     solve_mode: EnumProperty(name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS,

@@ -18,9 +18,9 @@ import numpy as np
 
 from . import kernels as kn
 from .coloring import block_schedule, partition_vertices
-from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
-                          build_tethers, hops_to_pins, interleave_independent, sweep_order_from_pins,
-                          vertex_uv)
+from .constraints import (BIAS, WARP, WEFT, ConstraintSet, build_bending, build_shear, build_soft_pins,
+                          build_stretch, build_tethers, classify_grain, hops_to_pins, interleave_independent,
+                          sweep_order_from_pins, vertex_uv)
 from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
                           isometric_errors, p95, soft_pin_errors)
 from .errors import ClothInputError, SimulationError
@@ -30,7 +30,8 @@ from .hooks import (AccelerationHook, ContactHandler, CorrectionResult, FrameSta
 from ._team import FUSED_SUPPORTED
 from .fused import FusedSchedule, run_colored_frame
 from .materials import Material
-from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
+from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
+from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
 from .settings import ClothOptions, SolverSettings
 from .shrink import Shrink
 from .aerodynamics import Aerodynamics
@@ -40,6 +41,9 @@ from .sewing import Sewing, SewingConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
+#: A coarse link within this angle (degrees) of the warp or weft takes that grain's stretch limit,
+#: otherwise the bias one (mesh edges use ``constraints.GRAIN_TOLERANCE_DEG``, 22.5).
+LINK_GRAIN_TOLERANCE_DEG = 10.0
 #: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
 _SOLVER_LOCK = threading.Lock()
 
@@ -148,11 +152,42 @@ class Cloth:
             if c.kind == "distance":
                 c.params["rest_length_unshrunk"] = c.params["rest_length"].copy()
         self._edge_rest_unshrunk = self.edge_rest_length.copy()
+        #: mesh edges (``topology.edges`` order) with an end at most two edges from a hard pin (its 2-ring)
+        self._pin_ring_edges = np.zeros(self.topology.edges.shape[0], dtype=bool)
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
+            pinned_hard = np.flatnonzero(hard & ~massless)
+            if pinned_hard.size:
+                ring_hops = hops_to_pins(n, self.topology.edges, pinned_hard)
+                e = self.topology.edges
+                self._pin_ring_edges = np.minimum(ring_hops[e[:, 0]], ring_hops[e[:, 1]]) <= 2
         sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
+        #: hierarchical stretch limiting (:mod:`.multilevel`), None when off
+        self.hierarchy: Hierarchy | None = None
+        if self.options.stretch_limiting:
+            flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
+            source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
+            # the level-0 graph: mesh edges, plus each quad's second diagonal (the shear pairs) when the
+            # faces were polygons, so their one-way fan triangulation does not make the levels lopsided
+            # (fan quads 64 x 64: P95 2.36 -> 1.21 %; on alternating triangles the diagonals cost:
+            # 0.95 -> 1.25 % at 64, 1.02 -> 1.95 % at 128; docs/design/stiff_fabric.md)
+            shear_set = next((c for c in sets if c.name == "shear"), None)
+            graph = self.topology.edges.astype(np.int64)
+            graph_length = self.edge_rest_length
+            diagonals = self.options.stretch_limit_graph_diagonals
+            if diagonals == "auto":  # polygons came in: fan-triangulated, every quad's diagonal one way
+                diagonals = not (isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3) and any(
+                    len(f) > 3 for f in faces)
+            if shear_set is not None and shear_set.count and diagonals:
+                graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
+                graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
+            self.hierarchy = build_hierarchy(source, graph, graph_length, self.mass, self.inv_mass,
+                                             self._link_limits(rest, uv), flat,
+                                             max_levels=self.options.stretch_limit_levels)
+        self._ml_snapshot = np.zeros_like(rest)
+        self.stretch_limit_active = 0
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
         #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
@@ -188,6 +223,28 @@ class Cloth:
         self.in_world = False
         #: cloth-contact + body-contact passes per iteration (a world raises it for stacked layers)
         self.contact_rounds = 1
+
+    def _link_limits(self, rest, uv):
+        """The stretch limit of each coarse link of :mod:`.multilevel`, by its grain.
+
+        ``Material.stretch_limit`` is the warp's; weft and bias links stop at the same tension,
+        so their limits scale with their compliance (cotton: warp 0.2 %, weft 0.25 %, bias
+        1.25 %), which keeps the fabric's anisotropy. Without shear constraints the cloth is
+        meant to shear freely: bias links then only connect the levels, with no constraint.
+        Links count as warp or weft within :data:`LINK_GRAIN_TOLERANCE_DEG` of the thread only:
+        a link a few cells long at 18 deg (3 cells by 1) stretches when the cloth shears.
+        """
+        m = self.material
+        per_grain = np.empty(3)
+        per_grain[WARP] = m.stretch_limit
+        per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
+        per_grain[BIAS] = (m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp
+                           if self.options.shear else np.inf)
+        vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
+
+        def limits(pairs):
+            return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs, LINK_GRAIN_TOLERANCE_DEG)]
+        return limits
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -256,9 +313,9 @@ class Cloth:
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
-                or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None or self._observers or self.external_forces.active
-                or self.volume is not None or self.sewing is not None):
+                or self.hierarchy is not None or self.contact_handler is not None
+                or self.acceleration_hook is not None or self.proposal_hook is not None or self._observers
+                or self.external_forces.active or self.volume is not None or self.sewing is not None):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -671,6 +728,12 @@ class Cloth:
                 tick("contacts_narrow_phase", t0)
             yield "predicted"
             for iteration in range(s.iterations):
+                if self.hierarchy is not None:
+                    t0 = clock()
+                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy)
+                    tick("stretch_limit", t0)
+                    if check_phases:
+                        self._check("the stretch limit", sub, h)
                 for c in sets:
                     t0 = clock()
                     self._project(c, h, reset_lambda=iteration == 0,
@@ -786,6 +849,13 @@ class Cloth:
             diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
         diag.strain_max = float(strain.max())
         diag.strain_p95 = p95(strain)
+        ring = self._pin_ring_edges
+        if ring.any():
+            diag.strain_max_pin_rings = float(strain[ring].max())
+        if not ring.all():
+            diag.strain_max_outside_pin_rings = float(strain[~ring].max())
+            diag.strain_p95_outside_pin_rings = p95(strain[~ring])
+        diag.stretch_limit_active = int(self.stretch_limit_active)
         free = self.inv_mass > 0
         m = self.mass[free]
         diag.kinetic_energy_j = float(0.5 * np.sum(m * np.sum(self.v[free] ** 2, axis=1)))

@@ -135,13 +135,14 @@ def _corner_uv_per_edge(topology: MeshTopology, uv: np.ndarray, edges: np.ndarra
     return d[order[pos]]
 
 
-def classify_grain(rest: np.ndarray, topology: MeshTopology, edges: np.ndarray, uv: np.ndarray | None) -> np.ndarray:
+def classify_grain(rest: np.ndarray, topology: MeshTopology, edges: np.ndarray, uv: np.ndarray | None,
+                   tolerance_deg: float = GRAIN_TOLERANCE_DEG) -> np.ndarray:
     """Warp / weft / bias class of each edge (or any vertex pair) from its direction.
 
     With UVs: weft runs along u, warp along v (the grain line of the pattern piece). Without:
     the object's X axis projected into the local surface plane is the weft direction.
     """
-    tol = np.deg2rad(GRAIN_TOLERANCE_DEG)
+    tol = np.deg2rad(tolerance_deg)
     if uv is not None:
         d = _corner_uv_per_edge(topology, uv, edges)
         du, dv = np.abs(d[:, 0]), np.abs(d[:, 1])

@@ -112,6 +112,13 @@ class FrameDiagnostics:
     constraints: dict[str, ConstraintStats] = field(default_factory=dict)
     strain_max: float = 0.0
     strain_p95: float = 0.0
+    #: Largest strain of the edges within two edges of a hard pin (a point pin's strain is singular
+    #: on any mesh: the load of a whole sheet goes through a few edges), and of all the others.
+    strain_max_pin_rings: float = 0.0
+    strain_max_outside_pin_rings: float = 0.0
+    strain_p95_outside_pin_rings: float = 0.0
+    #: Coarse spans the hierarchical stretch limit (:mod:`.multilevel`) projected in the frame's last pass.
+    stretch_limit_active: int = 0
     kinetic_energy_j: float = 0.0
     gravitational_energy_j: float = 0.0
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -304,6 +304,40 @@ def test_triangle_index_out_of_range(index):
         Cloth(pos, faces)
 
 
+@pytest.mark.parametrize("as_list", [False, True])
+def test_fractional_triangle_index_is_rejected_not_truncated(as_list):
+    # 1.7 cast to int32 would silently become vertex 1 and build a different mesh.
+    pos, faces, uv = square()
+    faces = faces.astype(np.float64)
+    faces[4, 2] = 1.7
+    with pytest.raises(ClothInputError, match=r"must be whole numbers: 1 are not \(first: 1\.7"):
+        Cloth(pos, faces.tolist() if as_list else faces)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_triangle_index_beyond_int32_is_rejected_not_wrapped(as_list):
+    # 2**32 + 7 cast to int32 wraps to 7, a valid vertex of this 16-vertex grid.
+    pos, faces, uv = square()
+    faces = faces.astype(np.int64)
+    assert np.int64(2**32 + 7).astype(np.int32) == 7  # the wrap the check must catch
+    faces[4, 2] = 2**32 + 7
+    with pytest.raises(ClothInputError, match=r"triangle vertex indices must lie in \[0, 15\], found 0\.\.4294967303"):
+        Cloth(pos, faces.tolist() if as_list else faces)
+
+
+def test_whole_float_triangle_indices_are_accepted_like_integers():
+    pos, faces, uv = square()
+    a = Cloth(pos, faces)
+    b = Cloth(pos, faces.astype(np.float64))
+    assert np.array_equal(a.topology.triangles, b.topology.triangles)
+
+
+def test_non_numeric_triangle_indices_are_rejected():
+    pos, faces, uv = square()
+    with pytest.raises(ClothInputError, match="must be integers, got an array of bool"):
+        Cloth(pos, np.ones((3, 3), dtype=bool))
+
+
 def test_wrong_pin_weight_shape():
     pos, faces, uv, pins = hanging()
     with pytest.raises(ClothInputError, match=r"pin_weights must have shape \(16,\), got \(15,\)"):
