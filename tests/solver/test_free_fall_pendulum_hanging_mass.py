@@ -16,7 +16,7 @@ import kernel_calls as kc
 
 G = 9.81
 FPS = 24
-BARE = ClothOptions(bending=False, shear=False, tethers=False)
+BARE = ClothOptions(bending=False, shear=False, tethers=False, stretch_limiting=False)  # plain XPBD
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def test_interleaved_sweep_keeps_the_pin_outward_convergence():
     # Dihedral bending, where the order decides the result (settled max strain: interleaved 0.365,
     # pin-outward 0.374, mesh order 0.817). With the linear isometric bending that "auto" picks for
     # this flat sheet, mesh order converges as well (0.354 vs 0.380 and 0.396, measured).
-    options = ClothOptions(bending_model="dihedral")
+    options = ClothOptions(bending_model="dihedral", stretch_limiting=False)  # the sweep order alone
     interleaved = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)
     outward = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)
     mesh_order = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=settings, options=options)

@@ -64,7 +64,8 @@ def _bone_run(tethers: bool, geodesic: bool):
     pins = np.zeros(len(pos))
     pins[top] = 1.0
     cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins,
-                  options=ClothOptions(tethers=tethers, tether_geodesic=geodesic, tether_scale=1.05, tether_count=1),
+                  options=ClothOptions(tethers=tethers, tether_geodesic=geodesic, tether_scale=1.05, tether_count=1,
+                                       stretch_limiting=False),  # plain XPBD: what the tethers alone do
                   settings=SolverSettings(substeps=10, iterations=1))
     assert np.array_equal(cloth.pinned_vertices, top)
     free = np.setdiff1d(np.arange(len(pos)), top)
@@ -215,6 +216,7 @@ def _hang(mode, iterations, omega=1.5, frames=90):
     pins = np.zeros(len(pos))
     pins[top[[0, -1]]] = 1.0  # two top corners
     cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=Material(air_drag_per_s=3.0),
+                  options=ClothOptions(stretch_limiting=False),  # the XPBD sweeps alone, serial vs Jacobi
                   settings=SolverSettings(substeps=10, iterations=iterations, solve_mode=mode, jacobi_omega=omega))
     for _ in range(frames):
         cloth.step()
@@ -422,6 +424,9 @@ def soft_curtain(compliance, settings, options=None):
     pins[top] = 1.0
     material = Material(air_drag_per_s=3.0, stretch_compliance_warp=compliance, stretch_compliance_weft=compliance,
                         stretch_compliance_bias=compliance, shear_compliance=compliance)
+    # plain XPBD: the multipliers read as pin forces carry the whole load only without the stretch limit's
+    # coarse links (which hold part of it without multipliers)
+    options = dataclasses.replace(options or ClothOptions(), stretch_limiting=False)
     cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=material, settings=settings,
                   options=options)
     return cloth, top

@@ -52,7 +52,7 @@ def test_observer_accelerations_add_to_gravity_and_coexist_with_the_script_hook(
         reference.step()
         observed.step()
     assert np.allclose(observed.positions, reference.positions, rtol=0, atol=1e-12)
-    assert np.abs(observed.positions - hanging()[0].positions).max() > 1e-3  # the push really moved it
+    assert np.abs(observed.positions - hanging()[0].positions).max() > 1e-4  # the push really moved it (0.4 mm)
     per_frame = [("begin_frame", 0)] + [(k, s) for s in range(6) for k in ("acceleration", "end_substep")] \
         + [("end_frame", 1)]
     assert first.calls[:len(per_frame)] == per_frame and len(first.calls) == 4 * len(per_frame)
@@ -65,7 +65,7 @@ def test_observers_get_read_only_views_and_the_substep_proposal():
     """Free fall without drag: the constraints hold, so each substep's result equals its inertial
     prediction x_n + h (v_n + h g) exactly (semi-implicit Euler)."""
     pos, faces, uv = grid_mesh(4, 4, 0.3, 0.3)
-    cloth = Cloth(pos, faces, uvs=uv, material=Material(air_drag_per_s=0.0), options=ClothOptions(tethers=False),
+    cloth = Cloth(pos, faces, uvs=uv, material=Material(air_drag_per_s=0.0), options=ClothOptions(tethers=False, stretch_limiting=False),
                   settings=SolverSettings(substeps=4, iterations=3))
     g = np.asarray(cloth.settings.gravity_m_s2)
     seen = []
