@@ -20,6 +20,7 @@ for comparison, and the frame total.
     python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64] [--repeat 3]
         [--cases body_mesh_5k,body_sdf_5mm,...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
-from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
-from selvedge.solver.collisions.world import ClothCollision, CollisionWorld  # noqa: E402
-from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
+from selvedge.solver import Cloth, SolverSettings, grid_mesh
+from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh
+from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
+from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
 NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity", "learned"}
@@ -47,16 +48,31 @@ NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity"
 def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_collision):
     mean = {k: v / frames for k, v in sums.items()}
     elastic = sum(v for k, v in mean.items() if k not in NOT_ELASTIC)
-    row = {"case": name, "phase": phase, "cloth_vertices": int(pos.shape[0]), "body_triangles": int(body_t.shape[0]),
-           "substeps": substeps, "frames": frames, "self_collision": self_collision}
+    row = {
+        "case": name,
+        "phase": phase,
+        "cloth_vertices": int(pos.shape[0]),
+        "body_triangles": int(body_t.shape[0]),
+        "substeps": substeps,
+        "frames": frames,
+        "self_collision": self_collision,
+    }
     row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS})
     row["contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in CONTACT_KEYS), 3)
     row["elastic_solve_ms"] = round(elastic, 3)
     row["frame_total_ms"] = round(mean.get("total", 0.0), 3)
     row["wall_ms_per_frame"] = round(1e3 * wall / frames, 3)
-    for key in ("contacts_active_last_substep", "candidates_mesh", "mesh_lists_requeried",
-                "mesh_scans_skipped", "mesh_scans_cached", "mesh_scans_certified", "mesh_scans_cell_lists",
-                "self_pairs_max", "self_triangle_pairs_max"):
+    for key in (
+        "contacts_active_last_substep",
+        "candidates_mesh",
+        "mesh_lists_requeried",
+        "mesh_scans_skipped",
+        "mesh_scans_cached",
+        "mesh_scans_certified",
+        "mesh_scans_cell_lists",
+        "self_pairs_max",
+        "self_triangle_pairs_max",
+    ):
         if key in diag.contacts and (self_collision or not key.startswith("self")):
             row[key] = diag.contacts[key]
     print(json.dumps(row), flush=True)
@@ -81,8 +97,12 @@ def terrain_block(depth=0.1, **surface):
     directed = np.concatenate([tt[:, [0, 1]], tt[:, [1, 2]], tt[:, [2, 0]]])
     inner = set(map(tuple, directed))
     rim = np.array([(a, b) for a, b in directed if (b, a) not in inner])  # boundary edges as the top uses them
-    walls = np.concatenate([np.stack([rim[:, 1], rim[:, 0], rim[:, 0] + n], axis=1),
-                            np.stack([rim[:, 1], rim[:, 0] + n, rim[:, 1] + n], axis=1)])
+    walls = np.concatenate(
+        [
+            np.stack([rim[:, 1], rim[:, 0], rim[:, 0] + n], axis=1),
+            np.stack([rim[:, 1], rim[:, 0] + n, rim[:, 1] + n], axis=1),
+        ]
+    )
     return np.concatenate([top, bottom]), np.concatenate([tt, tt[:, ::-1] + n, walls]).astype(np.int64)
 
 
@@ -99,8 +119,20 @@ def scene_body(scene):
     return v, t, (-0.5, -0.5, 1.45)
 
 
-def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None, sway=False,
-             capsule=False, scene="body", shortcuts=True):
+def run_case(
+    name,
+    grid,
+    frames,
+    settle,
+    substeps,
+    self_collision,
+    warmup=6,
+    sdf_spacing=None,
+    sway=False,
+    capsule=False,
+    scene="body",
+    shortcuts=True,
+):
     """One case; ``sdf_spacing`` (m) replaces the body mesh by a signed distance grid of it (the
     proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame;
     ``scene`` picks the body (:func:`scene_body`); ``shortcuts=False`` turns the standing mesh
@@ -113,8 +145,9 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
         body = TriangleMesh(body_v, body_t, name="body")
     else:
         body = SDFGrid(body_v, body_t, sdf_spacing, name="body")
-    contacts = Colliders([body], cloth_thickness=0.004,
-                         self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
+    contacts = Colliders(
+        [body], cloth_thickness=0.004, self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces
+    )
     contacts.use_standing_shortcuts = shortcuts
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     rows = []
@@ -135,8 +168,9 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
                 wall += time.perf_counter() - t0
                 for k, v in diag.timings_ms.items():
                     sums[k] = sums.get(k, 0.0) + v
-        rows.append(_row(name, phase, pos, body_t[:0] if capsule else body_t, substeps, sums, wall, count, diag,
-                         self_collision))
+        rows.append(
+            _row(name, phase, pos, body_t[:0] if capsule else body_t, substeps, sums, wall, count, diag, self_collision)
+        )
     return rows
 
 
@@ -178,17 +212,35 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6):
                 for k, v in list(diag.timings_ms.items()) + list(world.last_timings_ms.items()):
                     sums[k] = sums.get(k, 0.0) + v
         mean = {k: v / count for k, v in sums.items()}
-        elastic = sum(v for k, v in mean.items() if k not in NOT_ELASTIC and k not in WORLD_KEYS
-                      and k not in ("world_total", "intersection_count"))
-        row = {"case": name, "phase": phase, "cloth_vertices": int(pos.shape[0]), "substeps": substeps,
-               "frames": count, "self_collision": "world"}
+        elastic = sum(
+            v
+            for k, v in mean.items()
+            if k not in NOT_ELASTIC and k not in WORLD_KEYS and k not in ("world_total", "intersection_count")
+        )
+        row = {
+            "case": name,
+            "phase": phase,
+            "cloth_vertices": int(pos.shape[0]),
+            "substeps": substeps,
+            "frames": count,
+            "self_collision": "world",
+        }
         row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS + WORLD_KEYS})
         row["cloth_contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in WORLD_KEYS), 3)
         row["elastic_solve_ms"] = round(elastic, 3)
         row["cloth_contacts_over_elastic"] = round(row["cloth_contacts_total_ms"] / elastic, 3)
         row["frame_total_ms"] = round(mean.get("world_total", 0.0), 3)
-        row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates",
-                                                     "vertex_triangle_active_max", "edge_edge_active_max")})
+        row.update(
+            {
+                k: world.last_stats[k]
+                for k in (
+                    "vertex_triangle_candidates",
+                    "edge_edge_candidates",
+                    "vertex_triangle_active_max",
+                    "edge_edge_active_max",
+                )
+            }
+        )
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -218,8 +270,9 @@ def run_layers_case(frames, substeps, layers, warmup=4):
         pos, faces = tube_mesh(84, 60, 0.18 + 0.012 * (k + 1), 0.12 + 0.012 * (k + 1), 0.85, 1.25)
         pins = (pos[:, 2] > 1.25 - 1e-9).astype(float)
         handler = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
-        cloths.append(Cloth(pos, faces, settings=SolverSettings(substeps=substeps), pin_weights=pins,
-                            contact_handler=handler))
+        cloths.append(
+            Cloth(pos, faces, settings=SolverSettings(substeps=substeps), pin_weights=pins, contact_handler=handler)
+        )
         handlers.append(handler)
     world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(layers)]) if layers > 1 else None
     pinned = [c.rest_positions[c.pinned_vertices] for c in cloths]
@@ -236,9 +289,13 @@ def run_layers_case(frames, substeps, layers, warmup=4):
             world.step(targets)
         if f >= warmup:
             wall += time.perf_counter() - t0
-    row = {"case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
-           "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)), "substeps": substeps, "frames": frames,
-           "wall_ms_per_frame": round(1e3 * wall / frames, 3)}
+    row = {
+        "case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
+        "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)),
+        "substeps": substeps,
+        "frames": frames,
+        "wall_ms_per_frame": round(1e3 * wall / frames, 3),
+    }
     if world is not None:
         row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates")})
     print(json.dumps(row), flush=True)
@@ -251,8 +308,12 @@ def warm_up():
     the landing, would otherwise put their compile time in the timed drop frames of a cold cache)."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(24, 24, 0.5, 0.5, origin=(-0.25, -0.25, 1.45))
-    contacts = Colliders([TriangleMesh(body_v, body_t), SDFGrid(body_v, body_t, 0.01)], cloth_thickness=0.004,
-                         self_collision=SelfCollision(), cloth_triangles=faces)
+    contacts = Colliders(
+        [TriangleMesh(body_v, body_t), SDFGrid(body_v, body_t, 0.01)],
+        cloth_thickness=0.004,
+        self_collision=SelfCollision(),
+        cloth_triangles=faces,
+    )
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=20), contact_handler=contacts)
     for _ in range(14):
         cloth.step()
@@ -264,14 +325,22 @@ def main(argv=None):
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
     parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
     parser.add_argument("--grid", type=int, default=64)
-    parser.add_argument("--world", action="store_true",
-                        help="only the collision-world cases: self-collision through the world next to the "
-                             "old self-collision on the body mesh, and two layered garments against one")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run the cases this many times, interleaved, then print one 'summary' line per case "
-                             "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)")
-    parser.add_argument("--cases", default=",".join(CASES),
-                        help="comma-separated case names (default: all): " + ", ".join(CASES))
+    parser.add_argument(
+        "--world",
+        action="store_true",
+        help="only the collision-world cases: self-collision through the world next to the "
+        "old self-collision on the body mesh, and two layered garments against one",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the cases this many times, interleaved, then print one 'summary' line per case "
+        "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)",
+    )
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help="comma-separated case names (default: all): " + ", ".join(CASES)
+    )
     args = parser.parse_args(argv)
     cases = args.cases.split(",")
     unknown = sorted(set(cases) - set(CASES))
@@ -298,18 +367,31 @@ def world_cases(args):
     run_layers_case(1, args.substeps, 2, warmup=1)
     ratios, layer_ratios = [], []
     for repeat in range(args.repeat):
-        old = run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps,
-                       self_collision=True)
+        old = run_case(
+            "body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True
+        )
         new = run_world_case("body_mesh_5k_world_self_collision", args.grid, args.frames, args.settle, args.substeps)
         for o, n in zip(old, new):
-            ratios.append({"phase": n["phase"], "old_contacts_over_elastic": round(
-                (o["contacts_total_ms"]) / o["elastic_solve_ms"], 2),
-                "world_cloth_contacts_over_elastic": n["cloth_contacts_over_elastic"]})
+            ratios.append(
+                {
+                    "phase": n["phase"],
+                    "old_contacts_over_elastic": round((o["contacts_total_ms"]) / o["elastic_solve_ms"], 2),
+                    "world_cloth_contacts_over_elastic": n["cloth_contacts_over_elastic"],
+                }
+            )
         one = run_layers_case(args.frames, args.substeps, 1)
         two = run_layers_case(args.frames, args.substeps, 2)
         layer_ratios.append(two["wall_ms_per_frame"] / one["wall_ms_per_frame"])
-    print(json.dumps({"summary": True, "self_collision_ratios": ratios,
-                      "two_layers_over_one_garment": [round(r, 2) for r in layer_ratios]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "summary": True,
+                "self_collision_ratios": ratios,
+                "two_layers_over_one_garment": [round(r, 2) for r in layer_ratios],
+            }
+        ),
+        flush=True,
+    )
 
 
 def summary_line(key, rows):

@@ -10,6 +10,7 @@ of the same run, the issue's budget being 0.15; ``total_vs_off``: the frame over
     .venv/bin/python bench/bench_features.py                 # serial, 3 repeats
     .venv/bin/python bench/bench_features.py --repeat 1 --frames 12 --write-docs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,15 @@ sys.path.insert(0, str(ROOT / "devtools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ELASTIC = ("stretch", "shear", "bend", "tether", "soft_pin")
-FEATURE_PHASE = {"off": None, "shrink": None, "wind_turbulence": "forces", "aerodynamics": "forces",
-                 "sewing": "sewing", "pressure_off": None, "pressure": "pressure"}
+FEATURE_PHASE = {
+    "off": None,
+    "shrink": None,
+    "wind_turbulence": "forces",
+    "aerodynamics": "forces",
+    "sewing": "sewing",
+    "pressure_off": None,
+    "pressure": "pressure",
+}
 
 
 def pillow(n: int, size: float = 1.0, puff: float = 0.05):
@@ -52,8 +60,8 @@ def pillow(n: int, size: float = 1.0, puff: float = 0.05):
 
 def build(solver, case: str, n: int, substeps: int):
     import numpy as np
-
     from bench_solver import build_scene
+
     from selvedge.solver.aerodynamics import Aerodynamics
     from selvedge.solver.forces import ForceField
     from selvedge.solver.sewing import Sewing
@@ -70,17 +78,24 @@ def build(solver, case: str, n: int, substeps: int):
     if case == "shrink":
         cloth.set_shrink(Shrink(shrink_min=0.05))
     elif case == "wind_turbulence":
-        cloth.force_fields = [ForceField("wind", direction=(0.3, 1.0, 0.0), strength=2.0, flow=0.5, noise=0.5),
-                              ForceField("turbulence", location=(0.5, 0.5, 1.0), strength=1.0, size=0.3)]
+        cloth.force_fields = [
+            ForceField("wind", direction=(0.3, 1.0, 0.0), strength=2.0, flow=0.5, noise=0.5),
+            ForceField("turbulence", location=(0.5, 0.5, 1.0), strength=1.0, size=0.3),
+        ]
     elif case == "aerodynamics":
         cloth.aerodynamics = Aerodynamics(drag_coefficient=1.0, lift_coefficient=0.5)
         cloth.force_fields = [ForceField("wind", direction=(0.3, 1.0, 0.0), strength=3.0)]
     elif case == "sewing":
         idx = np.arange(n * n).reshape(n, n)
         pairs = np.stack([idx[1:-1, 0], idx[1:-1, -1]], 1)  # the side edges, a tube's seam
-        cloth = solver.Cloth(cloth.rest_positions, cloth.topology.triangles, material=cloth.material,
-                             settings=cloth.settings, pin_weights=cloth.pin_weights,
-                             sewing=Sewing(pairs, closing_time_s=2.0, sewing_force_max=0.01))
+        cloth = solver.Cloth(
+            cloth.rest_positions,
+            cloth.topology.triangles,
+            material=cloth.material,
+            settings=cloth.settings,
+            pin_weights=cloth.pin_weights,
+            sewing=Sewing(pairs, closing_time_s=2.0, sewing_force_max=0.01),
+        )
     return cloth, targets
 
 
@@ -99,11 +114,17 @@ def run(solver, case, args) -> dict:
 
     elastic = sum(per_frame(k) for k in ELASTIC)
     phase = FEATURE_PHASE[case]
-    return {"case": case, "vertices": cloth.x.shape[0], "frames": len(diags), "substeps": args.substeps,
-            "ms_per_frame": round(per_frame("total"), 3), "elastic_ms_per_frame": round(elastic, 3),
-            "feature_ms_per_frame": round(per_frame(phase), 3) if phase else 0.0,
-            "feature_vs_elastic": round(per_frame(phase) / elastic, 4) if phase else 0.0,
-            "wall_s": round(wall, 2)}
+    return {
+        "case": case,
+        "vertices": cloth.x.shape[0],
+        "frames": len(diags),
+        "substeps": args.substeps,
+        "ms_per_frame": round(per_frame("total"), 3),
+        "elastic_ms_per_frame": round(elastic, 3),
+        "feature_ms_per_frame": round(per_frame(phase), 3) if phase else 0.0,
+        "feature_vs_elastic": round(per_frame(phase) / elastic, 4) if phase else 0.0,
+        "wall_s": round(wall, 2),
+    }
 
 
 def main(argv=None) -> int:
@@ -132,12 +153,18 @@ def main(argv=None) -> int:
     for case in args.cases:
         mine = [r for r in results if r["case"] == case]
         base_case = "pressure_off" if case.startswith("pressure") else "off"
-        ratios = [r["ms_per_frame"] / b["ms_per_frame"] for r in mine for b in results
-                  if b["case"] == base_case and b["repeat"] == r["repeat"]] or [float("nan")]
-        summary = {"case": f"{case}_summary", "feature_vs_elastic": statistics.median(r["feature_vs_elastic"]
-                                                                                      for r in mine),
-                   "total_vs_off": round(statistics.median(ratios), 3),
-                   "ms_per_frame": statistics.median(r["ms_per_frame"] for r in mine)}
+        ratios = [
+            r["ms_per_frame"] / b["ms_per_frame"]
+            for r in mine
+            for b in results
+            if b["case"] == base_case and b["repeat"] == r["repeat"]
+        ] or [float("nan")]
+        summary = {
+            "case": f"{case}_summary",
+            "feature_vs_elastic": statistics.median(r["feature_vs_elastic"] for r in mine),
+            "total_vs_off": round(statistics.median(ratios), 3),
+            "ms_per_frame": statistics.median(r["ms_per_frame"] for r in mine),
+        }
         print(json.dumps(summary), flush=True)
         rows.append([case, summary["ms_per_frame"], summary["feature_vs_elastic"], summary["total_vs_off"]])
     if args.write_docs:
@@ -145,9 +172,12 @@ def main(argv=None) -> int:
 
         command = "bench/bench_features.py " + " ".join(argv if argv is not None else sys.argv[1:])
         table = markdown_table(["case", "ms/frame (median)", "feature phase / elastic solve", "frame / off"], rows)
-        write_section("bench_features", command.strip(), f"{args.size}x{args.size}, serial, {args.substeps} substeps, "
-                      f"medians of {args.repeat} interleaved repeats. Budget: feature phase / elastic <= 0.15.\n\n"
-                      + table)
+        write_section(
+            "bench_features",
+            command.strip(),
+            f"{args.size}x{args.size}, serial, {args.substeps} substeps, "
+            f"medians of {args.repeat} interleaved repeats. Budget: feature phase / elastic <= 0.15.\n\n" + table,
+        )
     return 0
 
 

@@ -17,10 +17,10 @@ One JSON line per variant, then one ``"case": "presets"`` line per preset at the
     .venv/bin/python bench/bench_stiff_fabric.py --grid 128 --frames 60 --variants defaults old_defaults
     .venv/bin/python bench/bench_stiff_fabric.py --write-docs        # and the table into docs/benchmarks.md
 """
+
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -31,21 +31,27 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-from selvedge import solver  # noqa: E402
-from selvedge.solver import constraints  # noqa: E402
+from selvedge import solver
+from selvedge.solver import constraints
 
 #: variant -> (what it is, ClothOptions overrides, SolverSettings overrides)
 VARIANTS = {
     "defaults": ("Selvedge defaults (hierarchical stretch limit, tethers)", {}, {}),
-    "old_defaults": ("previous defaults: 20 x 1, tethers, no stretch limit", dict(stretch_limiting=False),
-                     dict(substeps=20)),
+    "old_defaults": (
+        "previous defaults: 20 x 1, tethers, no stretch limit",
+        dict(stretch_limiting=False),
+        dict(substeps=20),
+    ),
     "no_tethers": ("defaults without tethers", dict(tethers=False), {}),
     "limit_20x1": ("stretch limit at 20 x 1", {}, dict(substeps=20)),
-    "plain_20x1": ("20 x 1, no tethers, no stretch limit", dict(stretch_limiting=False, tethers=False),
-                   dict(substeps=20)),
+    "plain_20x1": (
+        "20 x 1, no tethers, no stretch limit",
+        dict(stretch_limiting=False, tethers=False),
+        dict(substeps=20),
+    ),
     "plain_80x1": ("80 x 1, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=80)),
     "plain_20x4": ("20 x 4, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=20, iterations=4)),
     "no_levels_10x1": ("10 x 1 with 0 coarse levels (tethers, no stretch limit)", dict(stretch_limit_levels=0), {}),
@@ -61,8 +67,15 @@ def sheet(n: int, size: float = 1.0):
 
 def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -> dict:
     pos, faces, uv, pins = sheet(n)
-    cloth = solver.Cloth(pos, faces, uvs=uv, pin_weights=pins, material=solver.preset(material),
-                         options=solver.ClothOptions(**options), settings=solver.SolverSettings(**settings))
+    cloth = solver.Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        material=solver.preset(material),
+        options=solver.ClothOptions(**options),
+        settings=solver.SolverSettings(**settings),
+    )
     edges = cloth.topology.edges
     hops = constraints.hops_to_pins(len(pos), edges, cloth.kinematic_index)
     outside = np.minimum(hops[edges[:, 0]], hops[edges[:, 1]]) > 2
@@ -78,10 +91,17 @@ def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -
         raw_max = max(raw_max, float(s.max()))
         far_max = max(far_max, float(s[outside].max()))
     st = cloth.settings
-    return {"vertices": len(pos), "substeps": st.substeps, "iterations": st.iterations,
-            "cpu_ms_per_frame": 1e3 * statistics.median(cpu), "strain_p95": p95,
-            "strain_max_outside_pin_rings": far_max, "strain_max": raw_max, "compression_p95": comp95,
-            "stretch_limit": cloth.material.stretch_limit if cloth.hierarchy is not None else None}
+    return {
+        "vertices": len(pos),
+        "substeps": st.substeps,
+        "iterations": st.iterations,
+        "cpu_ms_per_frame": 1e3 * statistics.median(cpu),
+        "strain_p95": p95,
+        "strain_max_outside_pin_rings": far_max,
+        "strain_max": raw_max,
+        "compression_p95": comp95,
+        "stretch_limit": cloth.material.stretch_limit if cloth.hierarchy is not None else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -104,34 +124,68 @@ def main(argv=None) -> int:
     for name in args.variants:
         r = dict(results[name][-1])
         r["cpu_ms_per_frame"] = statistics.median(x["cpu_ms_per_frame"] for x in results[name])
-        line = {"case": "variant", "variant": name, "grid": args.grid, "frames": args.frames, **r,
-                "cost_vs_first": r["cpu_ms_per_frame"] / base}
+        line = {
+            "case": "variant",
+            "variant": name,
+            "grid": args.grid,
+            "frames": args.frames,
+            **r,
+            "cost_vs_first": r["cpu_ms_per_frame"] / base,
+        }
         print(json.dumps(line), flush=True)
-        rows.append([VARIANTS[name][0], f"{r['substeps']} x {r['iterations']}", f"{line['cost_vs_first']:.2f}",
-                     f"{100 * r['strain_p95']:.2f} %", f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
-                     f"{100 * r['strain_max']:.1f} %", f"{100 * r['compression_p95']:.2f} %"])
+        rows.append(
+            [
+                VARIANTS[name][0],
+                f"{r['substeps']} x {r['iterations']}",
+                f"{line['cost_vs_first']:.2f}",
+                f"{100 * r['strain_p95']:.2f} %",
+                f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                f"{100 * r['strain_max']:.1f} %",
+                f"{100 * r['compression_p95']:.2f} %",
+            ]
+        )
     preset_rows = []
     if not args.no_presets:
         for name in solver.PRESETS:
             r = run(args.grid, args.frames, {}, {}, material=name)
             print(json.dumps({"case": "presets", "preset": name, "grid": args.grid, **r}), flush=True)
-            preset_rows.append([name, f"{100 * r['stretch_limit']:.1f} %", f"{100 * r['strain_p95']:.2f} %",
-                                f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
-                                f"{100 * r['compression_p95']:.2f} %"])
+            preset_rows.append(
+                [
+                    name,
+                    f"{100 * r['stretch_limit']:.1f} %",
+                    f"{100 * r['strain_p95']:.2f} %",
+                    f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                    f"{100 * r['compression_p95']:.2f} %",
+                ]
+            )
     if args.write_docs:
         sys.path.insert(0, str(ROOT / "bench"))
         from _docs_table import markdown_table, write_section
 
         reference = "old defaults" if "old_defaults" in args.variants else args.variants[0]
-        body = markdown_table(["variant", "substeps x iterations", f"CPU time vs {reference}",
-                               "P95 strain (worst frame)", "max outside pin 2-rings", "max (raw)",
-                               "compression P95"], rows)
+        body = markdown_table(
+            [
+                "variant",
+                "substeps x iterations",
+                f"CPU time vs {reference}",
+                "P95 strain (worst frame)",
+                "max outside pin 2-rings",
+                "max (raw)",
+                "compression P95",
+            ],
+            rows,
+        )
         if preset_rows:
             body += "\n\nEvery preset at the defaults (same scene):\n\n" + markdown_table(
-                ["preset", "stretch limit", "P95 strain", "max outside pin 2-rings", "compression P95"], preset_rows)
+                ["preset", "stretch limit", "P95 strain", "max outside pin 2-rings", "compression P95"], preset_rows
+            )
         command = "bench/bench_stiff_fabric.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_section("bench_stiff_fabric", command.strip(), f"{args.grid} x {args.grid} sheet, {args.frames} frames, "
-                      f"median of {args.repeat} interleaved run(s).\n\n" + body)
+        write_section(
+            "bench_stiff_fabric",
+            command.strip(),
+            f"{args.grid} x {args.grid} sheet, {args.frames} frames, "
+            f"median of {args.repeat} interleaved run(s).\n\n" + body,
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ diagnostics and the seam gaps) into ``--out``, and prints one JSON summary line.
 
     .venv/bin/python scripts/demo_sewn_tube.py --out /tmp/sewn_tube
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-import numpy as np  # noqa: E402
+import numpy as np
 
-from selvedge.solver import (  # noqa: E402
-    Cloth, ClothOptions, ForceField, Sewing, Shrink, SolverSettings, grid_mesh, preset)
-from selvedge.solver.collisions import Capsule, Colliders  # noqa: E402
-from selvedge.solver.io_pc2 import PC2Writer, write_sidecar  # noqa: E402
+from selvedge.solver import (
+    Cloth,
+    ClothOptions,
+    ForceField,
+    Sewing,
+    Shrink,
+    SolverSettings,
+    grid_mesh,
+    preset,
+)
+from selvedge.solver.collisions import Capsule, Colliders
+from selvedge.solver.io_pc2 import PC2Writer, write_sidecar
 
 BODY_RADIUS, BODY_HALF_LENGTH = 0.15, 0.35
 
@@ -71,10 +80,17 @@ def main(argv=None) -> int:
     body = Colliders([Capsule(BODY_RADIUS, BODY_HALF_LENGTH, name="body")], cloth_thickness=0.004)
     settings = SolverSettings(substeps=args.substeps, gravity_m_s2=(0.0, 0.0, -9.81))
     sewing = Sewing(pairs, closing_time_s=args.closing_time, sewing_force_max=0.2, seam="weld")
-    cloth = Cloth(pos, faces, material=preset("cotton"), settings=settings, contact_handler=body,
-                  options=ClothOptions(tethers=False), sewing=sewing,
-                  shrink=Shrink(shrink_min=0.0, shrink_max=0.2, weights=waist),
-                  force_fields=[ForceField("wind", direction=(1.0, 0.0, 0.0), strength=0.5, noise=0.3, seed=1)])
+    cloth = Cloth(
+        pos,
+        faces,
+        material=preset("cotton"),
+        settings=settings,
+        contact_handler=body,
+        options=ClothOptions(tethers=False),
+        sewing=sewing,
+        shrink=Shrink(shrink_min=0.0, shrink_max=0.2, weights=waist),
+        force_fields=[ForceField("wind", direction=(1.0, 0.0, 0.0), strength=0.5, noise=0.3, seed=1)],
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     write_obj(args.out / "sewn_tube.obj", pos, faces)
     gaps = []
@@ -91,17 +107,27 @@ def main(argv=None) -> int:
     x = cloth.positions
     radial = np.hypot(x[:, 0], x[:, 1])
     waist_z = x[waist > 0, 2].mean()
-    summary = {"frames": args.frames, "vertices": int(pos.shape[0]), "seam_pairs": int(pairs.shape[0]),
-               "seams_closed": float(cloth.sewing.closed_fraction), "max_seam_gap_m": gaps[-1],
-               "seam_gap_at_closing_time_m": gaps[min(len(gaps) - 1, int(args.closing_time * 24) - 1)],
-               "min_radius_m": float(radial.min()), "body_radius_m": BODY_RADIUS,
-               "waist_drop_m": float(pos[waist > 0, 2].mean() - waist_z),
-               "strain_max": float(cloth.last_diagnostics.strain_max),
-               "strain_p95": float(cloth.last_diagnostics.strain_p95),
-               "worst_edge_height_m": float(x[cloth.topology.edges[int(np.argmax(cloth.edge_strain()))], 2].mean()),
-               "ms_per_frame": round(1e3 * wall / args.frames, 1)}
-    write_sidecar(args.out / "sewn_tube.json", {"features": cloth.feature_settings()}, cloth.history,
-                  {"seam_gap_m": gaps, "summary": summary})
+    summary = {
+        "frames": args.frames,
+        "vertices": int(pos.shape[0]),
+        "seam_pairs": int(pairs.shape[0]),
+        "seams_closed": float(cloth.sewing.closed_fraction),
+        "max_seam_gap_m": gaps[-1],
+        "seam_gap_at_closing_time_m": gaps[min(len(gaps) - 1, int(args.closing_time * 24) - 1)],
+        "min_radius_m": float(radial.min()),
+        "body_radius_m": BODY_RADIUS,
+        "waist_drop_m": float(pos[waist > 0, 2].mean() - waist_z),
+        "strain_max": float(cloth.last_diagnostics.strain_max),
+        "strain_p95": float(cloth.last_diagnostics.strain_p95),
+        "worst_edge_height_m": float(x[cloth.topology.edges[int(np.argmax(cloth.edge_strain()))], 2].mean()),
+        "ms_per_frame": round(1e3 * wall / args.frames, 1),
+    }
+    write_sidecar(
+        args.out / "sewn_tube.json",
+        {"features": cloth.feature_settings()},
+        cloth.history,
+        {"seam_gap_m": gaps, "summary": summary},
+    )
     print(json.dumps(summary))
     return 0
 

@@ -18,6 +18,7 @@ velocity change in one substep, ``h |F| / m_t`` (m_t the triangle's third-shares
 never exceeds |u|. A free sheet falling flat reaches ``sqrt(2 m g / (rho C_D A))``; edge-on it
 falls freely (tests/solver/test_force_fields_and_aerodynamics.py measures both).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,9 @@ def _add_share(acceleration, i, m, fx, fy, fz):
 
 
 @njit(**_JIT)
-def add_aerodynamic_accelerations(x, v, triangles, mass, air, drag_coefficient, lift_coefficient, air_density, h,
-                                  acceleration):
+def add_aerodynamic_accelerations(
+    x, v, triangles, mass, air, drag_coefficient, lift_coefficient, air_density, h, acceleration
+):
     """Add each triangle's drag and lift (module docstring) / vertex mass to ``acceleration``;
     vertices of mass 0 or infinite (kinematic: ``mass`` is the lumped mass) take their share
     as lost. ``air`` (n, 3) is the air velocity at each vertex."""
@@ -103,4 +105,3 @@ def add_aerodynamic_accelerations(x, v, triangles, mass, air, drag_coefficient, 
         _add_share(acceleration, a, mass[a], fx, fy, fz)
         _add_share(acceleration, b, mass[b], fx, fy, fz)
         _add_share(acceleration, c, mass[c], fx, fy, fz)
-

@@ -7,6 +7,7 @@ stretch -> shear -> bend -> tethers -> soft pins -> sewing (:mod:`.sewing`) -> p
 the rest lengths between frames. Kinematic (hard-pinned) vertices have inverse mass 0 and
 follow targets interpolated linearly inside the frame.
 """
+
 from __future__ import annotations
 
 import threading
@@ -17,27 +18,56 @@ import numba
 import numpy as np
 
 from . import kernels as kn
-from .coloring import block_schedule, partition_vertices
-from .constraints import (BIAS, WARP, WEFT, ConstraintSet, build_bending, build_shear, build_soft_pins,
-                          build_stretch, build_tethers, classify_grain, hops_to_pins, interleave_independent,
-                          sweep_order_from_pins, vertex_uv)
-from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
-                          isometric_errors, p95, soft_pin_errors)
-from .errors import ClothInputError, SimulationError
-from .correction import corrected_state, project_stretch_and_contacts
-from .hooks import (AccelerationHook, ContactHandler, CorrectionResult, FrameState, ProposalHook, StepObserver,
-                    SubstepState, read_only)
 from ._team import FUSED_SUPPORTED
+from .aerodynamics import Aerodynamics
+from .coloring import block_schedule, partition_vertices
+from .constraints import (
+    BIAS,
+    WARP,
+    WEFT,
+    ConstraintSet,
+    build_bending,
+    build_shear,
+    build_soft_pins,
+    build_stretch,
+    build_tethers,
+    classify_grain,
+    hops_to_pins,
+    interleave_independent,
+    sweep_order_from_pins,
+    vertex_uv,
+)
+from .correction import corrected_state, project_stretch_and_contacts
+from .diagnostics import (
+    ConstraintStats,
+    FrameDiagnostics,
+    dihedral_errors,
+    distance_errors,
+    edge_strain,
+    isometric_errors,
+    p95,
+    soft_pin_errors,
+)
+from .errors import ClothInputError, SimulationError
+from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
+from .hooks import (
+    AccelerationHook,
+    ContactHandler,
+    CorrectionResult,
+    FrameState,
+    ProposalHook,
+    StepObserver,
+    SubstepState,
+    read_only,
+)
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
 from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
 from .settings import ClothOptions, SolverSettings
-from .shrink import Shrink
-from .aerodynamics import Aerodynamics
-from .forces import ExternalForces
-from .volume import Pressure, VolumeConstraints
 from .sewing import Sewing, SewingConstraints
+from .shrink import Shrink
+from .volume import Pressure, VolumeConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
@@ -61,12 +91,27 @@ class Cloth:
         ``stretch`` (all grains), ``shear`` and ``bend``; 0 is 1000x more compliant.
     """
 
-    def __init__(self, vertices, faces, *, material: Material | None = None, options: ClothOptions | None = None,
-                 settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
-                 initial_velocities=None, contact_handler: ContactHandler | None = None,
-                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None,
-                 shrink: Shrink | None = None, force_fields=None, aerodynamics: Aerodynamics | None = None,
-                 pressure: Pressure | None = None, sewing: Sewing | None = None):
+    def __init__(
+        self,
+        vertices,
+        faces,
+        *,
+        material: Material | None = None,
+        options: ClothOptions | None = None,
+        settings: SolverSettings | None = None,
+        pin_weights=None,
+        uvs=None,
+        weight_maps=None,
+        initial_velocities=None,
+        contact_handler: ContactHandler | None = None,
+        acceleration_hook: AccelerationHook | None = None,
+        proposal_hook: ProposalHook | None = None,
+        shrink: Shrink | None = None,
+        force_fields=None,
+        aerodynamics: Aerodynamics | None = None,
+        pressure: Pressure | None = None,
+        sewing: Sewing | None = None,
+    ):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -101,7 +146,9 @@ class Cloth:
         hard = pins >= HARD_PIN_WEIGHT
         massless = self.mass <= 0.0
         if (massless & ~hard).any() and self.topology.loose_vertices.size < int((massless & ~hard).sum()):
-            self.warnings.append(f"{int((massless & ~hard).sum())} vertices touch only zero-area triangles; held in place")
+            self.warnings.append(
+                f"{int((massless & ~hard).sum())} vertices touch only zero-area triangles; held in place"
+            )
         kinematic = hard | massless
         self.inv_mass = np.where(kinematic, 0.0, 1.0 / np.where(kinematic, 1.0, self.mass))
         self.pinned_vertices = np.flatnonzero(pins > 0.0).astype(np.int64)
@@ -123,20 +170,29 @@ class Cloth:
         self._soft_prev = rest[self.soft_pin_index].copy()
 
         sets: list[ConstraintSet] = []
-        stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps,
-                                                   self.options.uv_scale_m)
+        stretch, self.edge_grain = build_stretch(
+            rest, self.topology, uv, uv_pattern_m, self.material, maps, self.options.uv_scale_m
+        )
         self.edge_rest_length = stretch.params["rest_length"]  # in topology.edges order, like edge_grain
         sets.append(stretch)
         if self.options.shear:
             sets.append(build_shear(rest, self.topology, uv, uv_pattern_m, self.material, maps, self.edge_grain))
         if self.options.bending:
-            sets.append(build_bending(rest, self.topology, uv_pattern_m, self.material, maps,
-                                      self.options.bending_model))
+            sets.append(
+                build_bending(rest, self.topology, uv_pattern_m, self.material, maps, self.options.bending_model)
+            )
         if self.options.tethers:
-            tethers = build_tethers(rest, self.topology, self.inv_mass, np.flatnonzero(hard & ~massless),
-                                    geodesic=self.options.tether_geodesic, count=self.options.tether_count,
-                                    scale=self.options.tether_scale, compliance=self.options.tether_compliance,
-                                    uv_pattern_m=uv_pattern_m)
+            tethers = build_tethers(
+                rest,
+                self.topology,
+                self.inv_mass,
+                np.flatnonzero(hard & ~massless),
+                geodesic=self.options.tether_geodesic,
+                count=self.options.tether_count,
+                scale=self.options.tether_scale,
+                compliance=self.options.tether_compliance,
+                uv_pattern_m=uv_pattern_m,
+            )
             if tethers.count == 0 and self.inv_mass.any():
                 self.warnings.append("tethers requested but the cloth has no hard pins: no tethers built")
             sets.append(tethers)
@@ -179,13 +235,21 @@ class Cloth:
             diagonals = self.options.stretch_limit_graph_diagonals
             if diagonals == "auto":  # polygons came in: fan-triangulated, every quad's diagonal one way
                 diagonals = not (isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3) and any(
-                    len(f) > 3 for f in faces)
+                    len(f) > 3 for f in faces
+                )
             if shear_set is not None and shear_set.count and diagonals:
                 graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
                 graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
-            self.hierarchy = build_hierarchy(source, graph, graph_length, self.mass, self.inv_mass,
-                                             self._link_limits(rest, uv), flat,
-                                             max_levels=self.options.stretch_limit_levels)
+            self.hierarchy = build_hierarchy(
+                source,
+                graph,
+                graph_length,
+                self.mass,
+                self.inv_mass,
+                self._link_limits(rest, uv),
+                flat,
+                max_levels=self.options.stretch_limit_levels,
+            )
         self._ml_snapshot = np.zeros_like(rest)
         self.stretch_limit_active = 0
         self._colored: tuple | None = None
@@ -207,8 +271,9 @@ class Cloth:
         if aerodynamics is not None:
             aerodynamics.validate()
         #: force fields and aerodynamics (:mod:`.forces`, :mod:`.aerodynamics`): one call a substep when on
-        self.external_forces = ExternalForces(self.topology.triangles, self.mass, self.inv_mass, force_fields,
-                                              aerodynamics or Aerodynamics())
+        self.external_forces = ExternalForces(
+            self.topology.triangles, self.mass, self.inv_mass, force_fields, aerodynamics or Aerodynamics()
+        )
         #: pressure / volume per closed island (:mod:`.volume`); None while pressure is off
         self.volume: VolumeConstraints | None = None
         if pressure is not None:
@@ -238,12 +303,14 @@ class Cloth:
         per_grain = np.empty(3)
         per_grain[WARP] = m.stretch_limit
         per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
-        per_grain[BIAS] = (m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp
-                           if self.options.shear else np.inf)
+        per_grain[BIAS] = (
+            m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp if self.options.shear else np.inf
+        )
         vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
 
         def limits(pairs):
             return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs, LINK_GRAIN_TOLERANCE_DEG)]
+
         return limits
 
     # ------------------------------------------------------------------------------------------
@@ -312,16 +379,26 @@ class Cloth:
         """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
-        if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
-                or self.hierarchy is not None or self.contact_handler is not None
-                or self.acceleration_hook is not None or self.proposal_hook is not None or self._observers
-                or self.external_forces.active or self.volume is not None or self.sewing is not None):
+        if (
+            self.settings.solve_mode != "colored"
+            or not self.fused_frames
+            or not FUSED_SUPPORTED
+            or self.hierarchy is not None
+            or self.contact_handler is not None
+            or self.acceleration_hook is not None
+            or self.proposal_hook is not None
+            or self._observers
+            or self.external_forces.active
+            or self.volume is not None
+            or self.sewing is not None
+        ):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
         if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
-            self._fused = FusedSchedule(sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index,
-                                        *key[:2])
+            self._fused = FusedSchedule(
+                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2]
+            )
         return self._fused
 
     def _vertex_blocks(self):
@@ -408,15 +485,22 @@ class Cloth:
         def plain(obj, drop=()):
             return {k: v for k, v in asdict(obj).items() if k not in drop}
 
-        out = {"force_fields": [plain(f) for f in self.force_fields], "aerodynamics": plain(self.aerodynamics),
-               "shrink": plain(self.shrink, ("weights",)) | {"group": self.shrink.weights is not None}}
+        out = {
+            "force_fields": [plain(f) for f in self.force_fields],
+            "aerodynamics": plain(self.aerodynamics),
+            "shrink": plain(self.shrink, ("weights",)) | {"group": self.shrink.weights is not None},
+        }
         if self.volume is not None:
             out["pressure"] = plain(self.volume.pressure, ("weights",)) | {
-                "group": self.volume.pressure.weights is not None, "islands": self.volume.count,
-                "rest_volumes_m3": self.volume.rest_volumes.tolist()}
+                "group": self.volume.pressure.weights is not None,
+                "islands": self.volume.count,
+                "rest_volumes_m3": self.volume.rest_volumes.tolist(),
+            }
         if self.sewing is not None:
             out["sewing"] = plain(self.sewing.sewing, ("pairs",)) | {
-                "pairs": self.sewing.count, "seam_hinges": int(self.sewing.hinges.shape[0])}
+                "pairs": self.sewing.count,
+                "seam_hinges": int(self.sewing.hinges.shape[0]),
+            }
         return out
 
     def set_shrink(self, shrink: Shrink) -> None:
@@ -453,8 +537,7 @@ class Cloth:
         self._observers.remove(observer)
 
     def _frame_state(self, frame_dt: float, replay: bool = False) -> FrameState:
-        return FrameState(self.frame, frame_dt, read_only(self.x), read_only(self.v), read_only(self.inv_mass),
-                          replay)
+        return FrameState(self.frame, frame_dt, read_only(self.x), read_only(self.v), read_only(self.inv_mass), replay)
 
     def _substep_acceleration(self, sub: int, n_sub: int, h: float, check_phases: bool) -> np.ndarray | None:
         """The learned accelerations of one substep: the hook's plus every observer's, or None."""
@@ -474,15 +557,18 @@ class Cloth:
                     continue
                 a = np.ascontiguousarray(a, dtype=np.float64)
                 if a.shape != self.x.shape:
-                    raise ClothInputError(f"observer {type(observer).__name__} returned an acceleration of shape "
-                                          f"{a.shape}, expected {self.x.shape}")
+                    raise ClothInputError(
+                        f"observer {type(observer).__name__} returned an acceleration of shape "
+                        f"{a.shape}, expected {self.x.shape}"
+                    )
                 total = a if total is None else total + a
         if check_phases and total is not None and not np.isfinite(total).all():
             raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
         return total
 
-    def apply_correction(self, dx, dv, frame_dt: float | None = None, *, iterations: int = 2,
-                         omega: float = 1.0) -> CorrectionResult:
+    def apply_correction(
+        self, dx, dv, frame_dt: float | None = None, *, iterations: int = 2, omega: float = 1.0
+    ) -> CorrectionResult:
         """Apply a change proposed for the current (frame-end) state and project it (solver/correction.py).
 
         ``dx`` (N,3) metres and ``dv`` (N,3) m/s are added to the free vertices; then ``iterations``
@@ -539,7 +625,8 @@ class Cloth:
         else:
             raise ClothInputError(
                 f"pin targets must have shape ({n}, 3) (all vertices) or ({self.pinned_vertices.size}, 3) "
-                f"(the pinned vertices, in order), got {t.shape}")
+                f"(the pinned vertices, in order), got {t.shape}"
+            )
         check_finite("pin targets", full[self.kinematic_index])
         check_finite("pin targets", full[self.soft_pin_index])
         return full[self.kinematic_index].copy(), full[self.soft_pin_index].copy()
@@ -573,7 +660,7 @@ class Cloth:
             raise SimulationError(failure)
         return self._commit_step(state)
 
-    def _begin_step(self, pin_targets, frame_dt) -> "_StepState":
+    def _begin_step(self, pin_targets, frame_dt) -> _StepState:
         """Validate the frame's inputs and snapshot the state (the first part of :meth:`step`)."""
         self.settings.validate()
         frame_dt = 1.0 / self.settings.fps if frame_dt is None else float(frame_dt)
@@ -587,13 +674,13 @@ class Cloth:
                 raise ClothInputError(
                     f"pin target of vertex {int(self.kinematic_index[worst])} jumps {travel[worst]:.3g} m in one frame "
                     f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
-                    "rig call set_positions() instead of stepping")
+                    "rig call set_positions() instead of stepping"
+                )
         if self.settings.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
-        return _StepState(frame_dt, kinematic_end, soft_end, (self.x.copy(), self.v.copy()), {},
-                          time.perf_counter())
+        return _StepState(frame_dt, kinematic_end, soft_end, (self.x.copy(), self.v.copy()), {}, time.perf_counter())
 
-    def _frame_failure(self, state: "_StepState") -> str | None:
+    def _frame_failure(self, state: _StepState) -> str | None:
         """Why the frame just run must be rolled back (a non-finite or too fast vertex, an edge
         torn past ``max_strain``), or None; keeps the strain for :meth:`_commit_step`."""
         bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
@@ -604,13 +691,15 @@ class Cloth:
         worst_edge = int(np.argmax(strain))
         if strain[worst_edge] > self.settings.max_strain:
             a, b = self.topology.edges[worst_edge]
-            return (f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
-                    f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; "
-                    f"raise substeps (now {self.settings.substeps}); the frame was rolled back")
+            return (
+                f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
+                f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; "
+                f"raise substeps (now {self.settings.substeps}); the frame was rolled back"
+            )
         state.strain = strain
         return None
 
-    def _commit_step(self, state: "_StepState") -> FrameDiagnostics:
+    def _commit_step(self, state: _StepState) -> FrameDiagnostics:
         """Accept the frame: new pin targets, the contact handler's end of frame, diagnostics."""
         self._target_prev = state.kinematic_end
         self._soft_prev = state.soft_end
@@ -635,15 +724,18 @@ class Cloth:
         except _PhaseFailure as failure:
             return str(failure)
         speed = float(np.linalg.norm(snapshot[1][bad_vertex])) if np.isfinite(snapshot[1][bad_vertex]).all() else 0.0
-        return (f"vertex {bad_vertex} became non-finite or exceeded {self.settings.max_speed_m_s} m/s "
-                f"(speed at frame start {speed:.3g} m/s)")
+        return (
+            f"vertex {bad_vertex} became non-finite or exceeded {self.settings.max_speed_m_s} m/s "
+            f"(speed at frame start {speed:.3g} m/s)"
+        )
 
     def _check(self, phase: str, substep: int, h: float) -> None:
         bad = kn.first_bad_vertex(self.x, (self.x - self._x_substep_start) / h, self.settings.max_speed_m_s)
         if bad >= 0:
             raise _PhaseFailure(
                 f"{phase} produced a non-finite or exploding position at vertex {bad} in substep {substep + 1} "
-                f"(limit {self.settings.max_speed_m_s} m/s)")
+                f"(limit {self.settings.max_speed_m_s} m/s)"
+            )
 
     def _frame_phases(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
         """Run one frame; a generator that yields at the sync points a :class:`CollisionWorld`
@@ -690,22 +782,37 @@ class Cloth:
                 tick("learned", t0)
             if self.external_forces.active:
                 t0 = clock()
-                forces = self.external_forces.accelerations(self.x, self.v, wind, self.material.air_drag_per_s, sub,
-                                                            n_sub, s.force_updates_per_frame, h)
+                forces = self.external_forces.accelerations(
+                    self.x, self.v, wind, self.material.air_drag_per_s, sub, n_sub, s.force_updates_per_frame, h
+                )
                 extra = forces if extra.shape[0] == 0 else extra + forces
                 tick("forces", t0)
                 if check_phases and not np.isfinite(extra).all():
                     raise _PhaseFailure(f"the force fields or aerodynamics gave non-finite forces in substep {sub + 1}")
             t0 = clock()
-            predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
-                            self.kinematic_index, self._target_prev, kinematic_end, t_end, h, self._x_substep_start)
+            predict_args = (
+                self.x,
+                self.v,
+                self.inv_mass,
+                gravity,
+                extra,
+                self.material.air_drag_per_s,
+                wind,
+                self.kinematic_index,
+                self._target_prev,
+                kinematic_end,
+                t_end,
+                h,
+                self._x_substep_start,
+            )
             if blocks is None:
                 kn.predict_positions(*predict_args)
             else:
                 kn.predict_positions_blocks(*predict_args, *blocks)
             if soft_set is not None:
-                kn.interpolate_targets(self._soft_prev, soft_end, soft_set.params["slot"], t_end,
-                                       soft_set.params["target"])
+                kn.interpolate_targets(
+                    self._soft_prev, soft_end, soft_set.params["slot"], t_end, soft_set.params["target"]
+                )
             tick("predict", t0)
             if check_phases:
                 self._check("prediction", sub, h)
@@ -736,8 +843,9 @@ class Cloth:
                         self._check("the stretch limit", sub, h)
                 for c in sets:
                     t0 = clock()
-                    self._project(c, h, reset_lambda=iteration == 0,
-                                  keep_lambda=iteration < s.iterations - 1 or sub == n_sub - 1)
+                    self._project(
+                        c, h, reset_lambda=iteration == 0, keep_lambda=iteration < s.iterations - 1 or sub == n_sub - 1
+                    )
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
@@ -773,8 +881,17 @@ class Cloth:
                 tick("contacts_solve", t0)
             if observers:
                 t0 = clock()
-                state = SubstepState(sub, n_sub, h, t_start, read_only(self.x), read_only(self.v),
-                                     read_only(self._x_substep_start), read_only(x_proposal), check_phases)
+                state = SubstepState(
+                    sub,
+                    n_sub,
+                    h,
+                    t_start,
+                    read_only(self.x),
+                    read_only(self.v),
+                    read_only(self._x_substep_start),
+                    read_only(x_proposal),
+                    check_phases,
+                )
                 for observer in observers:
                     observer.end_substep(state)
                 tick("learned", t0)
@@ -826,8 +943,9 @@ class Cloth:
             res = np.zeros(c.count)
             p = c.params
             if c.kind == "distance":
-                distance_errors(self.x, c.vertices, p["rest_length"], p["compliance"], c.unilateral, h, c.lam, c_abs,
-                                res)
+                distance_errors(
+                    self.x, c.vertices, p["rest_length"], p["compliance"], c.unilateral, h, c.lam, c_abs, res
+                )
             elif c.kind == "dihedral":
                 dihedral_errors(self.x, c.vertices, p["rest_angle"], p["compliance"], h, c.lam, c_abs, res)
             elif c.kind == "isometric":
@@ -876,6 +994,7 @@ class _PhaseFailure(Exception):
 @dataclass
 class _StepState:
     """One frame in progress: its inputs, the snapshot a failure rolls back to, the timings."""
+
     frame_dt: float
     kinematic_end: np.ndarray
     soft_end: np.ndarray

@@ -33,6 +33,7 @@ lift (and the per-vertex air drag) act against: that is how wind flutters a flag
 permutations come from the field's seed (not Blender's fixed table), so turbulence matches
 Blender's in construction and statistics, not bit for bit.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,8 @@ import numpy as np
 from numba import njit
 
 from . import _numba_setup  # noqa: F401
-from .errors import ClothInputError
 from .aerodynamics import add_aerodynamic_accelerations
+from .errors import ClothInputError
 from .kernels import _JIT
 
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
@@ -52,9 +53,35 @@ FALLOFF_TYPES = ("sphere", "tube", "cone")
 Z_DIRECTIONS = ("both", "positive", "negative")
 
 # Columns of the packed (F, N_COLUMNS) parameter table the kernel reads.
-(K_KIND, K_SHAPE, K_FALLOFF, K_ZDIR, K_OX, K_OY, K_OZ, K_ZX, K_ZY, K_ZZ, K_STRENGTH, K_FLOW, K_POWER, K_USE_MIN,
- K_MIN, K_USE_MAX, K_MAX, K_RPOWER, K_USE_RMIN, K_RMIN, K_USE_RMAX, K_RMAX, K_NOISE, K_SEED, K_SIZE, K_GLOBAL,
- K_WEIGHT) = range(27)
+(
+    K_KIND,
+    K_SHAPE,
+    K_FALLOFF,
+    K_ZDIR,
+    K_OX,
+    K_OY,
+    K_OZ,
+    K_ZX,
+    K_ZY,
+    K_ZZ,
+    K_STRENGTH,
+    K_FLOW,
+    K_POWER,
+    K_USE_MIN,
+    K_MIN,
+    K_USE_MAX,
+    K_MAX,
+    K_RPOWER,
+    K_USE_RMIN,
+    K_RMIN,
+    K_USE_RMAX,
+    K_RMAX,
+    K_NOISE,
+    K_SEED,
+    K_SIZE,
+    K_GLOBAL,
+    K_WEIGHT,
+) = range(27)
 N_COLUMNS = 27
 
 
@@ -90,8 +117,12 @@ class ForceField:
     weight: float = 1.0
 
     def validate(self) -> None:
-        for name, allowed in (("kind", FIELD_KINDS), ("shape", SHAPES), ("falloff_type", FALLOFF_TYPES),
-                              ("z_direction", Z_DIRECTIONS)):
+        for name, allowed in (
+            ("kind", FIELD_KINDS),
+            ("shape", SHAPES),
+            ("falloff_type", FALLOFF_TYPES),
+            ("z_direction", Z_DIRECTIONS),
+        ):
             if getattr(self, name) not in allowed:
                 raise ClothInputError(f"force field {name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("location", "direction"):
@@ -100,8 +131,19 @@ class ForceField:
                 raise ClothInputError(f"force field {name} must be three finite numbers, got {getattr(self, name)!r}")
         if np.linalg.norm(self.direction) < 1e-12:
             raise ClothInputError("force field direction (its Z axis) must not be zero")
-        for name in ("strength", "flow", "falloff_power", "distance_min", "distance_max", "radial_falloff",
-                     "radial_min", "radial_max", "noise", "size", "weight"):
+        for name in (
+            "strength",
+            "flow",
+            "falloff_power",
+            "distance_min",
+            "distance_max",
+            "radial_falloff",
+            "radial_min",
+            "radial_max",
+            "noise",
+            "size",
+            "weight",
+        ):
             if not math.isfinite(getattr(self, name)):
                 raise ClothInputError(f"force field {name} must be finite, got {getattr(self, name)}")
         if self.kind == "turbulence" and not self.size > 0:
@@ -111,12 +153,38 @@ class ForceField:
         z = np.asarray(self.direction, dtype=np.float64)
         z = z / np.linalg.norm(z)
         o = np.asarray(self.location, dtype=np.float64)
-        return np.array([
-            FIELD_KINDS.index(self.kind), SHAPES.index(self.shape), FALLOFF_TYPES.index(self.falloff_type),
-            Z_DIRECTIONS.index(self.z_direction), o[0], o[1], o[2], z[0], z[1], z[2], self.strength, self.flow,
-            self.falloff_power, self.use_min_distance, self.distance_min, self.use_max_distance, self.distance_max,
-            self.radial_falloff, self.use_radial_min, self.radial_min, self.use_radial_max, self.radial_max,
-            self.noise, self.seed, self.size, self.use_global_coords, self.weight], dtype=np.float64)
+        return np.array(
+            [
+                FIELD_KINDS.index(self.kind),
+                SHAPES.index(self.shape),
+                FALLOFF_TYPES.index(self.falloff_type),
+                Z_DIRECTIONS.index(self.z_direction),
+                o[0],
+                o[1],
+                o[2],
+                z[0],
+                z[1],
+                z[2],
+                self.strength,
+                self.flow,
+                self.falloff_power,
+                self.use_min_distance,
+                self.distance_min,
+                self.use_max_distance,
+                self.distance_max,
+                self.radial_falloff,
+                self.use_radial_min,
+                self.radial_min,
+                self.use_radial_max,
+                self.radial_max,
+                self.noise,
+                self.seed,
+                self.size,
+                self.use_global_coords,
+                self.weight,
+            ],
+            dtype=np.float64,
+        )
 
 
 def pack_fields(fields) -> tuple[np.ndarray, np.ndarray]:
@@ -155,9 +223,27 @@ def _fade(t):
 
 #: Perlin's 16 gradient directions of the improved noise (the 12 cube-edge midpoints, 4 repeated),
 #: as a table: the reference's branches on the hash mispredict at random and cost more than the lookups
-_GRADIENTS = np.array([[1, 1, 0], [-1, 1, 0], [1, -1, 0], [-1, -1, 0], [1, 0, 1], [-1, 0, 1], [1, 0, -1],
-                       [-1, 0, -1], [0, 1, 1], [0, -1, 1], [0, 1, -1], [0, -1, -1], [1, 1, 0], [0, -1, 1],
-                       [-1, 1, 0], [0, -1, -1]], dtype=np.float64)
+_GRADIENTS = np.array(
+    [
+        [1, 1, 0],
+        [-1, 1, 0],
+        [1, -1, 0],
+        [-1, -1, 0],
+        [1, 0, 1],
+        [-1, 0, 1],
+        [1, 0, -1],
+        [-1, 0, -1],
+        [0, 1, 1],
+        [0, -1, 1],
+        [0, 1, -1],
+        [0, -1, -1],
+        [1, 1, 0],
+        [0, -1, 1],
+        [-1, 1, 0],
+        [0, -1, -1],
+    ],
+    dtype=np.float64,
+)
 
 
 @njit(inline="always", **_JIT)
@@ -186,10 +272,19 @@ def improved_noise(p, x, y, z):
     b = p[xi + 1] + yi
     ba = p[b] + zi
     bb = p[b + 1] + zi
-    return _lerp(w, _lerp(v, _lerp(u, _grad(p[aa], x, y, z), _grad(p[ba], x - 1, y, z)),
-                          _lerp(u, _grad(p[ab], x, y - 1, z), _grad(p[bb], x - 1, y - 1, z))),
-                 _lerp(v, _lerp(u, _grad(p[aa + 1], x, y, z - 1), _grad(p[ba + 1], x - 1, y, z - 1)),
-                       _lerp(u, _grad(p[ab + 1], x, y - 1, z - 1), _grad(p[bb + 1], x - 1, y - 1, z - 1))))
+    return _lerp(
+        w,
+        _lerp(
+            v,
+            _lerp(u, _grad(p[aa], x, y, z), _grad(p[ba], x - 1, y, z)),
+            _lerp(u, _grad(p[ab], x, y - 1, z), _grad(p[bb], x - 1, y - 1, z)),
+        ),
+        _lerp(
+            v,
+            _lerp(u, _grad(p[aa + 1], x, y, z - 1), _grad(p[ba + 1], x - 1, y, z - 1)),
+            _lerp(u, _grad(p[ab + 1], x, y - 1, z - 1), _grad(p[bb + 1], x - 1, y - 1, z - 1)),
+        ),
+    )
 
 
 @njit(**_JIT)
@@ -367,16 +462,44 @@ class ExternalForces:
                 # the per-vertex air drag pulls toward the local air, not only the global wind
                 acc += air_drag_per_s * air
             air += np.asarray(wind, dtype=np.float64)
-            add_aerodynamic_accelerations(x, v, self.triangles, self.mass, air, aero.drag_coefficient,
-                                          aero.lift_coefficient, aero.air_density_kg_m3, h * every, acc)
+            add_aerodynamic_accelerations(
+                x,
+                v,
+                self.triangles,
+                self.mass,
+                air,
+                aero.drag_coefficient,
+                aero.lift_coefficient,
+                aero.air_density_kg_m3,
+                h * every,
+                acc,
+            )
         return acc
 
 
 #: Blender's FieldSettings properties :func:`field_from_blender` reads (``bpy.types.FieldSettings``).
-BLENDER_FIELD_SETTINGS = ("type", "shape", "strength", "flow", "noise", "seed", "size", "use_global_coords",
-                          "falloff_type", "falloff_power", "use_min_distance", "distance_min", "use_max_distance",
-                          "distance_max", "radial_falloff", "use_radial_min", "radial_min", "use_radial_max",
-                          "radial_max", "z_direction")
+BLENDER_FIELD_SETTINGS = (
+    "type",
+    "shape",
+    "strength",
+    "flow",
+    "noise",
+    "seed",
+    "size",
+    "use_global_coords",
+    "falloff_type",
+    "falloff_power",
+    "use_min_distance",
+    "distance_min",
+    "use_max_distance",
+    "distance_max",
+    "radial_falloff",
+    "use_radial_min",
+    "radial_min",
+    "use_radial_max",
+    "radial_max",
+    "z_direction",
+)
 _BLENDER_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex", "TURBULENCE": "turbulence"}
 
 
@@ -396,11 +519,19 @@ def field_from_blender(settings: dict, matrix_world, effector_weights: dict | No
     weights = effector_weights or {}
     weight = float(weights.get("all", 1.0)) * float(weights.get(kind, 1.0))
     field = ForceField(
-        kind=kind, location=tuple(m[:3, 3]), direction=tuple(m[:3, 2]), shape=shape,
+        kind=kind,
+        location=tuple(m[:3, 3]),
+        direction=tuple(m[:3, 2]),
+        shape=shape,
         falloff_type=str(settings.get("falloff_type", "SPHERE")).lower(),
-        z_direction=str(settings.get("z_direction", "BOTH")).lower(), weight=weight,
-        **{k: type(getattr(ForceField, k))(settings[k]) for k in BLENDER_FIELD_SETTINGS
-           if k in settings and k not in ("type", "shape", "falloff_type", "z_direction")})
+        z_direction=str(settings.get("z_direction", "BOTH")).lower(),
+        weight=weight,
+        **{
+            k: type(getattr(ForceField, k))(settings[k])
+            for k in BLENDER_FIELD_SETTINGS
+            if k in settings and k not in ("type", "shape", "falloff_type", "z_direction")
+        },
+    )
     if field.size <= 0.0:  # Blender's turbulence skips the scaling for Size 0: the same as 1
         field.size = 1.0
     field.validate()

@@ -5,6 +5,7 @@ Bad input is reported with a specific :class:`ClothInputError` (what, how many, 
 offending indices and how to fix it in Blender) or handled safely and listed in
 ``MeshTopology.warnings``; see the table in docs/user/bad_input.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,8 +50,10 @@ def _integral_indices(values: np.ndarray, name: str) -> np.ndarray:
         bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) >= 2.0**63)
         if bad.any():
             first = tuple(int(k) for k in np.argwhere(bad)[0])
-            raise ClothInputError(f"{name} must be whole numbers: {int(bad.sum())} are not "
-                                  f"(first: {a[first]!r} at position {list(first)})")
+            raise ClothInputError(
+                f"{name} must be whole numbers: {int(bad.sum())} are not "
+                f"(first: {a[first]!r} at position {list(first)})"
+            )
     elif a.dtype == np.uint64 and a.size and a.max() >= 2**63:
         raise ClothInputError(f"{name} must lie below 2^63, found {int(a.max())}")
     return np.ascontiguousarray(a, dtype=np.int64)
@@ -134,9 +137,7 @@ def build_topology(rest_positions: np.ndarray, triangles: np.ndarray) -> MeshTop
     e1 = x[tri[:, 1]] - x[tri[:, 0]]
     e2 = x[tri[:, 2]] - x[tri[:, 0]]
     area = 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
-    longest_sq = np.max(
-        np.stack([np.sum(e1 * e1, 1), np.sum(e2 * e2, 1), np.sum((e2 - e1) ** 2, 1)], axis=1), axis=1
-    )
+    longest_sq = np.max(np.stack([np.sum(e1 * e1, 1), np.sum(e2 * e2, 1), np.sum((e2 - e1) ** 2, 1)], axis=1), axis=1)
     degenerate = area < MIN_TRIANGLE_AREA_RATIO * longest_sq
     if degenerate.any():
         warnings.append(
@@ -213,8 +214,15 @@ def lumped_vertex_mass(n_vertices: int, triangles: np.ndarray, triangle_area: np
     return mass
 
 
-def grid_mesh(nx: int, ny: int, size_x: float = 1.0, size_y: float = 1.0, origin=(0.0, 0.0, 0.0),
-              plane: str = "xy", quads: bool = False):
+def grid_mesh(
+    nx: int,
+    ny: int,
+    size_x: float = 1.0,
+    size_y: float = 1.0,
+    origin=(0.0, 0.0, 0.0),
+    plane: str = "xy",
+    quads: bool = False,
+):
     """A regular nx x ny vertex grid (for tests, benchmarks and the demo).
 
     Returns ``(positions (N,3), faces, uvs (N,2))``; faces are quads (list) when ``quads`` is
@@ -261,6 +269,11 @@ def uv_ellipsoid_mesh(radii, segments: int = 48, rings: int = 24, center=(0.0, 0
     quads = np.stack([np.stack([a, a + segments, b + segments], 1), np.stack([a, b + segments, b], 1)], 1)
     s_idx = np.arange(segments)
     last = (rings - 2) * segments
-    caps = np.stack([np.stack([np.full(segments, north), s_idx, (s_idx + 1) % segments], 1),
-                     np.stack([np.full(segments, south), last + (s_idx + 1) % segments, last + s_idx], 1)], 1)
+    caps = np.stack(
+        [
+            np.stack([np.full(segments, north), s_idx, (s_idx + 1) % segments], 1),
+            np.stack([np.full(segments, south), last + (s_idx + 1) % segments, last + s_idx], 1),
+        ],
+        1,
+    )
     return v, np.concatenate([quads.reshape(-1, 3), caps.reshape(-1, 3)]).astype(np.int64)

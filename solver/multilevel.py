@@ -30,6 +30,7 @@ for l = L .. 1: one Gauss-Seidel pass over level l's edges (pin-outward order), 
 level-(l-1) vertex that is not on level l moves by its parents' weighted displacement since the
 snapshot (those parents are the only vertices moved so far). Fixed order, so bit-reproducible.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -171,9 +172,16 @@ def _pin_outward(pairs: np.ndarray, n: int, kinematic: np.ndarray) -> np.ndarray
     return np.argsort(np.minimum(hops[pairs[:, 0]], hops[pairs[:, 1]]), kind="stable")
 
 
-def build_hierarchy(positions: np.ndarray, edges: np.ndarray, edge_rest_length: np.ndarray, mass: np.ndarray,
-                    inv_mass: np.ndarray, stretch_limit, flat_rest: bool,
-                    max_levels: int = MAX_LEVELS) -> Hierarchy:
+def build_hierarchy(
+    positions: np.ndarray,
+    edges: np.ndarray,
+    edge_rest_length: np.ndarray,
+    mass: np.ndarray,
+    inv_mass: np.ndarray,
+    stretch_limit,
+    flat_rest: bool,
+    max_levels: int = MAX_LEVELS,
+) -> Hierarchy:
     """The levels of :mod:`this module <.multilevel>` for a mesh (see the module docstring).
 
     ``positions``: rest positions (or the flattened pattern) whose distances are the coarse rest
@@ -285,8 +293,9 @@ def solve_multilevel(x, x_snapshot, hierarchy):
         for d in range(3):
             x_snapshot[v, d] = x[v, d]
     for level in range(levels, 0, -1):
-        active += _sweep_level(x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level],
-                               hz.edge_offsets[level + 1])
+        active += _sweep_level(
+            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
+        )
         for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
             i = hz.children[c]
             mx = 0.0

@@ -4,6 +4,7 @@ Kept apart from the simulation so the Blender side and farm tools can build and 
 settings without touching the solver state (001 sec. 7.6: budget belongs to the pipeline,
 feel to the artist).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,7 +51,8 @@ class SolverSettings:
             raise ClothInputError(f"threads must be None or an integer >= 1, got {self.threads!r}")
         if not (isinstance(self.force_updates_per_frame, (int, np.integer)) and self.force_updates_per_frame >= 1):
             raise ClothInputError(
-                f"force_updates_per_frame must be an integer >= 1, got {self.force_updates_per_frame!r}")
+                f"force_updates_per_frame must be an integer >= 1, got {self.force_updates_per_frame!r}"
+            )
         if not 0.0 < self.jacobi_omega < 2.0:
             raise ClothInputError(f"jacobi_omega must lie in (0, 2), got {self.jacobi_omega}")
         if not (np.isfinite(self.fps) and self.fps > 0):
@@ -95,10 +97,14 @@ class ClothOptions:
         if self.rest_length_source not in ("mesh", "pattern"):
             raise ClothInputError(f"rest_length_source must be 'mesh' or 'pattern', got {self.rest_length_source!r}")
         if not self.tether_scale >= 1.0:
-            raise ClothInputError(f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}")
+            raise ClothInputError(
+                f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}"
+            )
         if self.stretch_limit_graph_diagonals not in (True, False, "auto"):
-            raise ClothInputError("stretch_limit_graph_diagonals must be True, False or 'auto', "
-                                  f"got {self.stretch_limit_graph_diagonals!r}")
+            raise ClothInputError(
+                "stretch_limit_graph_diagonals must be True, False or 'auto', "
+                f"got {self.stretch_limit_graph_diagonals!r}"
+            )
         if not (int(self.stretch_limit_levels) == self.stretch_limit_levels and 0 <= self.stretch_limit_levels <= 16):
             raise ClothInputError(f"stretch_limit_levels must be an integer in 0..16, got {self.stretch_limit_levels}")
         if not (int(self.tether_count) == self.tether_count and 1 <= self.tether_count <= 8):

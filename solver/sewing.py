@@ -17,6 +17,7 @@ other face's third vertex q, around (a, b), rest angle 0 (the panels' flat rest 
 compliance from the material's bending as in ``constraints.build_bending``. It acts only after
 closure; before that the hinge spans an open gap.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,13 +59,16 @@ class Sewing:
         out_of_range = np.flatnonzero((pairs < 0).any(axis=1) | (pairs >= n_vertices).any(axis=1))
         if out_of_range.size:
             k = int(out_of_range[0])
-            raise ClothInputError(f"sewing edge {k} ({pairs[k, 0]}-{pairs[k, 1]}) names a vertex outside the mesh "
-                                  f"(0..{n_vertices - 1})")
+            raise ClothInputError(
+                f"sewing edge {k} ({pairs[k, 0]}-{pairs[k, 1]}) names a vertex outside the mesh (0..{n_vertices - 1})"
+            )
         self_loops = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
         if self_loops.size:
             k = int(self_loops[0])
-            raise ClothInputError(f"sewing edge {k} connects vertex {pairs[k, 0]} to itself "
-                                  f"({self_loops.size} such edges); a seam joins two different vertices")
+            raise ClothInputError(
+                f"sewing edge {k} connects vertex {pairs[k, 0]} to itself "
+                f"({self_loops.size} such edges); a seam joins two different vertices"
+            )
         for name in ("closing_time_s", "sewing_compliance", "sewing_force_max", "seam_compliance", "closed_gap_m"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -88,8 +92,9 @@ def loose_edges(edges, faces) -> np.ndarray:
 
 
 @njit(**_JIT)
-def solve_sewing(x, inv_mass, pairs, rest_length, closed, alpha_tilde, closed_alpha_tilde, max_lambda, reset_lambda,
-                 lam):
+def solve_sewing(
+    x, inv_mass, pairs, rest_length, closed, alpha_tilde, closed_alpha_tilde, max_lambda, reset_lambda, lam
+):
     """C = |x_i - x_j| - L(t), pull only (lambda <= 0); an open pair (``closed[k] == 0``) has
     compliance ``alpha_tilde`` and |lambda| <= max_lambda (when > 0), a closed one
     ``closed_alpha_tilde`` and no cap."""
@@ -130,8 +135,10 @@ class SewingConstraints:
         on_face = [k for k, (a, b) in enumerate(self.pairs.tolist()) if (a, b) in face_edge]
         if on_face:
             a, b = self.pairs[on_face[0]]
-            raise ClothInputError(f"sewing edge {a}-{b} is an edge of a face: sewing it would collapse the face; "
-                                  "sew loose edges between separate pieces")
+            raise ClothInputError(
+                f"sewing edge {a}-{b} is an edge of a face: sewing it would collapse the face; "
+                "sew loose edges between separate pieces"
+            )
         self.rest_distance = np.linalg.norm(rest[self.pairs[:, 0]] - rest[self.pairs[:, 1]], axis=1)
         self.rest_length = self.rest_distance.copy()
         self.lam = np.zeros(self.pairs.shape[0])
@@ -173,9 +180,12 @@ class SewingConstraints:
             area1 = 0.5 * np.linalg.norm(np.cross(rest[d] - rest[c], rest[q] - rest[c]))
             hinges.append((p, q, a, b))
             hinge_pairs.append((pair_of[a], pair_of[b]))
-            compliance.append(material.bend_compliance * (area0 + area1) / (6.0 * edge ** 2))
-        return (np.array(hinges, dtype=np.int32).reshape(-1, 4), np.array(compliance, dtype=np.float64),
-                np.array(hinge_pairs, dtype=np.int64).reshape(-1, 2))
+            compliance.append(material.bend_compliance * (area0 + area1) / (6.0 * edge**2))
+        return (
+            np.array(hinges, dtype=np.int32).reshape(-1, 4),
+            np.array(compliance, dtype=np.float64),
+            np.array(hinge_pairs, dtype=np.int64).reshape(-1, 2),
+        )
 
     @property
     def count(self) -> int:
@@ -207,10 +217,30 @@ class SewingConstraints:
         s = self.sewing
         h2 = h * h
         closed_alpha = 0.0 if s.seam == "weld" else s.seam_compliance
-        solve_sewing(x, inv_mass, self.pairs, self.rest_length, self.closed, s.sewing_compliance / h2,
-                     closed_alpha / h2, s.sewing_force_max * h2, reset_lambda, self.lam)
+        solve_sewing(
+            x,
+            inv_mass,
+            self.pairs,
+            self.rest_length,
+            self.closed,
+            s.sewing_compliance / h2,
+            closed_alpha / h2,
+            s.sewing_force_max * h2,
+            reset_lambda,
+            self.lam,
+        )
         m = self._active_hinges.shape[0]
         if m:
-            kn.solve_bend_dihedral_serial(x, x_substep_start, inv_mass, self._active_hinges, self._one[:m],
-                                          self._zero[:m], self._hinge_alpha / h2, self._zero[:m], reset_lambda,
-                                          True, self.hinge_lam)
+            kn.solve_bend_dihedral_serial(
+                x,
+                x_substep_start,
+                inv_mass,
+                self._active_hinges,
+                self._one[:m],
+                self._zero[:m],
+                self._hinge_alpha / h2,
+                self._zero[:m],
+                reset_lambda,
+                True,
+                self.hinge_lam,
+            )

@@ -9,6 +9,7 @@ of every distance constraint (stretch, shear, cross-edge bending, tethers); a ne
 the cloth. The scale is animatable: :meth:`Cloth.set_shrink` rescales from the unshrunk lengths
 between frames, so a garment can be tightened onto a body over a few frames.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,9 @@ class Shrink:
         for name in ("shrink_min", "shrink_max"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 1.0 - value >= MIN_SCALE):
-                raise ClothInputError(f"{name} must be finite and at most {1 - MIN_SCALE:g} (1 shrinks an edge "
-                                      f"to nothing), got {value}")
+                raise ClothInputError(
+                    f"{name} must be finite and at most {1 - MIN_SCALE:g} (1 shrinks an edge to nothing), got {value}"
+                )
         if self.weights is not None:
             w = np.asarray(self.weights, dtype=np.float64)
             if w.shape != (n_vertices,) or not np.isfinite(w).all() or w.min() < 0.0 or w.max() > 1.0:

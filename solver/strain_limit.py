@@ -7,6 +7,7 @@ violating pair is projected back onto ``L_max`` with the usual mass-weighted spl
 (alpha~ lambda = 0) and one projection per pass makes the unilateral clamp a test on C, so no
 multiplier is stored. Used for every coarse level of :mod:`.multilevel`.
 """
+
 from __future__ import annotations
 
 from numba import njit

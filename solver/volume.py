@@ -24,6 +24,7 @@ The gas's q' < 0 keeps it stable at any pressure. One island couples all its ver
 solved last and serially in every mode (001 sec. 7: a global constraint conflicts with every
 colour); its cost is one pass over the island's triangles per iteration.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,9 @@ class Pressure:
             raise ClothInputError(f"pressure_factor (Pressure Scale) must be >= 0, got {self.pressure_factor}")
         if self.use_pressure_volume and not self.target_volume > 0:
             raise ClothInputError(f"Custom Volume needs a positive target_volume (m^3), got {self.target_volume}")
-        if self.volume_compliance is not None and not (math.isfinite(self.volume_compliance)
-                                                       and self.volume_compliance >= 0):
+        if self.volume_compliance is not None and not (
+            math.isfinite(self.volume_compliance) and self.volume_compliance >= 0
+        ):
             raise ClothInputError(f"volume_compliance must be None or finite and >= 0, got {self.volume_compliance}")
         if not self.inflation > 0:
             raise ClothInputError(f"inflation must be positive, got {self.inflation}")
@@ -112,19 +114,25 @@ def closed_islands(n_vertices: int, triangles: np.ndarray):
             n_bad = int((counts != 2).sum())
             raise ClothInputError(
                 f"pressure needs a closed mesh: island {k} ({t.shape[0]} triangles) has {n_bad} open or non-manifold "
-                f"edges (first: vertices {a}-{b}); close the holes, or turn pressure off")
+                f"edges (first: vertices {a}-{b}); close the holes, or turn pressure off"
+            )
         _, dcounts = np.unique(directed, axis=0, return_counts=True)
         if (dcounts != 1).any():
             raise ClothInputError(
                 f"pressure needs consistently oriented faces: island {k} has neighbouring faces with opposite "
-                "normals (in Blender: Mesh > Normals > Recalculate Outside)")
+                "normals (in Blender: Mesh > Normals > Recalculate Outside)"
+            )
         out_tris.append(t)
         tri_offsets.append(tri_offsets[-1] + t.shape[0])
         verts = np.unique(t)
         out_verts.append(verts)
         vert_offsets.append(vert_offsets[-1] + verts.size)
-    return (np.ascontiguousarray(np.concatenate(out_tris)), np.array(tri_offsets, dtype=np.int64),
-            np.concatenate(out_verts).astype(np.int64), np.array(vert_offsets, dtype=np.int64))
+    return (
+        np.ascontiguousarray(np.concatenate(out_tris)),
+        np.array(tri_offsets, dtype=np.int64),
+        np.concatenate(out_verts).astype(np.int64),
+        np.array(vert_offsets, dtype=np.int64),
+    )
 
 
 @njit(**_JIT)
@@ -142,8 +150,20 @@ def island_volumes(x, triangles, tri_offsets, out):
 
 
 @njit(**_JIT)
-def solve_volume(x, inv_mass, group_weight, triangles, tri_offsets, island_vertices, vertex_offsets, params, h,
-                 reset_lambda, lam, grad):
+def solve_volume(
+    x,
+    inv_mass,
+    group_weight,
+    triangles,
+    tri_offsets,
+    island_vertices,
+    vertex_offsets,
+    params,
+    h,
+    reset_lambda,
+    lam,
+    grad,
+):
     """One pass over every island (module docstring). ``params[k]``: pressure_scale (Pa),
     uniform pressure, target volume V_t, constraint on (0/1), k V_0, alpha (m^5/N).
     ``grad`` is (n, 3) scratch (6 grad V), zero on entry and left zero."""
@@ -154,7 +174,7 @@ def solve_volume(x, inv_mass, group_weight, triangles, tri_offsets, island_verti
         volume = 0.0
         for t in range(tri_offsets[k], tri_offsets[k + 1]):
             a, b, c = triangles[t, 0], triangles[t, 1], triangles[t, 2]
-            for (i, j, m) in ((a, b, c), (b, c, a), (c, a, b)):
+            for i, j, m in ((a, b, c), (b, c, a), (c, a, b)):
                 gx = x[j, 1] * x[m, 2] - x[j, 2] * x[m, 1]
                 gy = x[j, 2] * x[m, 0] - x[j, 0] * x[m, 2]
                 gz = x[j, 0] * x[m, 1] - x[j, 1] * x[m, 0]
@@ -170,8 +190,14 @@ def solve_volume(x, inv_mass, group_weight, triangles, tri_offsets, island_verti
             wi = inv_mass[i] * group_weight[i]
             weighted += wi * (grad[i, 0] * grad[i, 0] + grad[i, 1] * grad[i, 1] + grad[i, 2] * grad[i, 2])
         weighted *= 1.0 / 36.0
-        scale, uniform, v_target, use_c, v_c, alpha = (params[k, 0], params[k, 1], params[k, 2], params[k, 3],
-                                                       params[k, 4], params[k, 5])
+        scale, uniform, v_target, use_c, v_c, alpha = (
+            params[k, 0],
+            params[k, 1],
+            params[k, 2],
+            params[k, 3],
+            params[k, 4],
+            params[k, 5],
+        )
         q_gas = 0.0
         dq_gas = 0.0
         if scale > 0.0 and volume > 0.0:
@@ -230,10 +256,19 @@ class VolumeConstraints:
         p = self.pressure
         v_t = np.full(self.count, p.target_volume) if p.use_pressure_volume else self.rest_volumes
         use_c = p.volume_compliance is not None
-        return np.ascontiguousarray(np.column_stack([
-            np.full(self.count, p.pressure_factor), np.full(self.count, p.uniform_pressure_force), v_t,
-            np.full(self.count, float(use_c)), p.inflation * self.rest_volumes,
-            np.full(self.count, p.volume_compliance if use_c else 0.0)]), dtype=np.float64)
+        return np.ascontiguousarray(
+            np.column_stack(
+                [
+                    np.full(self.count, p.pressure_factor),
+                    np.full(self.count, p.uniform_pressure_force),
+                    v_t,
+                    np.full(self.count, float(use_c)),
+                    p.inflation * self.rest_volumes,
+                    np.full(self.count, p.volume_compliance if use_c else 0.0),
+                ]
+            ),
+            dtype=np.float64,
+        )
 
     def volumes(self, x: np.ndarray) -> np.ndarray:
         out = np.zeros(self.count)
@@ -241,5 +276,17 @@ class VolumeConstraints:
         return out
 
     def project(self, x, inv_mass, h, reset_lambda, params) -> None:
-        solve_volume(x, inv_mass, self._weights, self.triangles, self.tri_offsets, self.island_vertices,
-                     self.vertex_offsets, params, h, reset_lambda, self.lam, self._grad)
+        solve_volume(
+            x,
+            inv_mass,
+            self._weights,
+            self.triangles,
+            self.tri_offsets,
+            self.island_vertices,
+            self.vertex_offsets,
+            params,
+            h,
+            reset_lambda,
+            self.lam,
+            self._grad,
+        )

@@ -1,6 +1,7 @@
 """Independent reference for the tests: the number of crossing triangle pairs, written apart from
 the solver (scipy KD-tree of the triangles' bounding spheres, then a vectorised NumPy
 segment-triangle test in both directions). Triangles sharing a vertex are not tested."""
+
 import numpy as np
 from scipy.spatial import cKDTree
 

@@ -4,6 +4,7 @@ Thin: Blender's field settings are read by name (``solver.forces.BLENDER_FIELD_S
 the evaluated frame and turned into solver ``ForceField`` objects by
 ``solver.forces.field_from_blender``; lengths are converted from Blender units to metres.
 """
+
 from __future__ import annotations
 
 import numpy as np

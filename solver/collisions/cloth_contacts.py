@@ -31,6 +31,7 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
 ``d`` is half the sum of the two cloths' thicknesses (the gap between the mid-surfaces of two
 cloths of thickness ``t_a`` and ``t_b``; ``t`` between two layers of one cloth).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,11 +44,12 @@ from .. import _numba_setup  # noqa: F401  (cache directory before any compilati
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .geometry import closest_on_triangle, triangle_normal
-from .hash_grid import box_cells, cell_hash, finite_box
+from .hash_grid import cell_hash
 
 
 class ContactMesh(NamedTuple):
     """The world's cloths as one mesh (global indices), built once."""
+
     tris: np.ndarray  # (T, 3) int64
     edges: np.ndarray  # (E, 2) int64, unique undirected
     thickness: np.ndarray  # (N,) m, the cloth's thickness at each vertex
@@ -63,6 +65,7 @@ class ContactMesh(NamedTuple):
 
 class Candidates(NamedTuple):
     """Pairs found by one detection, with their remembered sides."""
+
     vt_vertex: np.ndarray
     vt_triangle: np.ndarray
     vt_side: np.ndarray
@@ -109,8 +112,9 @@ def closest_on_segments(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2):
 def _edge_frame(x, a, b, c, d):
     """Closest parameters (s, t), the offset pa - pb, and the unit common normal (d1 x d2) of the
     edges ab and cd at ``x``; the normal is zero for (nearly) parallel edges (sin < 0.05)."""
-    s, t = closest_on_segments(x[a, 0], x[a, 1], x[a, 2], x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2],
-                               x[d, 0], x[d, 1], x[d, 2])
+    s, t = closest_on_segments(
+        x[a, 0], x[a, 1], x[a, 2], x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2], x[d, 0], x[d, 1], x[d, 2]
+    )
     g0 = x[a, 0] + s * (x[b, 0] - x[a, 0]) - x[c, 0] - t * (x[d, 0] - x[c, 0])
     g1 = x[a, 1] + s * (x[b, 1] - x[a, 1]) - x[c, 1] - t * (x[d, 1] - x[c, 1])
     g2 = x[a, 2] + s * (x[b, 2] - x[a, 2]) - x[c, 2] - t * (x[d, 2] - x[c, 2])
@@ -151,8 +155,9 @@ def _plane_barycentrics(x, i, ia, ib, ic):
 
 @njit(inline="always", **_JIT)
 def _travel(x_start, x_pred, i):
-    return sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+    return sqrt(
+        (x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2 + (x_pred[i, 2] - x_start[i, 2]) ** 2
+    )
 
 
 @njit(inline="always", **_JIT)
@@ -200,13 +205,36 @@ def primitive_boxes(x, prims, lo, hi):
 @njit(inline="always", **_JIT)
 def _first_cell(ql, qh, lo, hi, b, inv, ci, cj, ck):
     """The pair (query box, box b) is counted in the cell holding the low corner of their overlap."""
-    return (int(math.floor(max(ql[0], lo[b, 0]) * inv)) == ci and int(math.floor(max(ql[1], lo[b, 1]) * inv)) == cj
-            and int(math.floor(max(ql[2], lo[b, 2]) * inv)) == ck)
+    return (
+        int(math.floor(max(ql[0], lo[b, 0]) * inv)) == ci
+        and int(math.floor(max(ql[1], lo[b, 1]) * inv)) == cj
+        and int(math.floor(max(ql[2], lo[b, 2]) * inv)) == ck
+    )
 
 
 @njit(**_JIT_PARALLEL)
-def _vt_fill(x, inv_mass, mesh_tris, thickness, t_max, cloth, self_ok, cross_ok, excl_offsets, excl, rest, margin, lo, hi,
-             inv, table_size, bucket_start, items, out_t, out_n):
+def _vt_fill(
+    x,
+    inv_mass,
+    mesh_tris,
+    thickness,
+    t_max,
+    cloth,
+    self_ok,
+    cross_ok,
+    excl_offsets,
+    excl,
+    rest,
+    margin,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    out_t,
+    out_n,
+):
     n = x.shape[0]
     cap = out_t.shape[1]
     for i in prange(n):
@@ -217,8 +245,14 @@ def _vt_fill(x, inv_mass, mesh_tris, thickness, t_max, cloth, self_ok, cross_ok,
             ql[d] = x[i, d] - reach
             qh[d] = x[i, d] + reach
         count = 0
-        if not (abs(ql[0]) < 1e6 and abs(qh[0]) < 1e6 and abs(ql[1]) < 1e6 and abs(qh[1]) < 1e6
-                and abs(ql[2]) < 1e6 and abs(qh[2]) < 1e6):
+        if not (
+            abs(ql[0]) < 1e6
+            and abs(qh[0]) < 1e6
+            and abs(ql[1]) < 1e6
+            and abs(qh[1]) < 1e6
+            and abs(ql[2]) < 1e6
+            and abs(qh[2]) < 1e6
+        ):
             out_n[i] = 0
             continue
         i0 = int(math.floor(ql[0] * inv))
@@ -233,8 +267,14 @@ def _vt_fill(x, inv_mass, mesh_tris, thickness, t_max, cloth, self_ok, cross_ok,
                     h = cell_hash(ci, cj, ck, table_size)
                     for s in range(bucket_start[h], bucket_start[h + 1]):
                         t = items[s]
-                        if (lo[t, 0] > qh[0] or hi[t, 0] < ql[0] or lo[t, 1] > qh[1] or hi[t, 1] < ql[1]
-                                or lo[t, 2] > qh[2] or hi[t, 2] < ql[2]):
+                        if (
+                            lo[t, 0] > qh[0]
+                            or hi[t, 0] < ql[0]
+                            or lo[t, 1] > qh[1]
+                            or hi[t, 1] < ql[1]
+                            or lo[t, 2] > qh[2]
+                            or hi[t, 2] < ql[2]
+                        ):
                             continue
                         if not _first_cell(ql, qh, lo, hi, t, inv, ci, cj, ck):
                             continue
@@ -244,20 +284,47 @@ def _vt_fill(x, inv_mass, mesh_tris, thickness, t_max, cloth, self_ok, cross_ok,
                         if inv_mass[i] == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
                             continue
                         d_pair = 0.5 * (thickness[i] + thickness[ia])
-                        u, v, w = closest_on_triangle(x[i, 0], x[i, 1], x[i, 2], x[ia, 0], x[ia, 1], x[ia, 2],
-                                                      x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2])
-                        dist = sqrt((x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0]) ** 2
-                                    + (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1]) ** 2
-                                    + (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]) ** 2)
+                        u, v, w = closest_on_triangle(
+                            x[i, 0],
+                            x[i, 1],
+                            x[i, 2],
+                            x[ia, 0],
+                            x[ia, 1],
+                            x[ia, 2],
+                            x[ib, 0],
+                            x[ib, 1],
+                            x[ib, 2],
+                            x[ic, 0],
+                            x[ic, 1],
+                            x[ic, 2],
+                        )
+                        dist = sqrt(
+                            (x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0]) ** 2
+                            + (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1]) ** 2
+                            + (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]) ** 2
+                        )
                         if dist > d_pair + margin:
                             continue
                         if cloth[i] == cloth[ia]:
-                            u, v, w = closest_on_triangle(rest[i, 0], rest[i, 1], rest[i, 2], rest[ia, 0],
-                                                          rest[ia, 1], rest[ia, 2], rest[ib, 0], rest[ib, 1],
-                                                          rest[ib, 2], rest[ic, 0], rest[ic, 1], rest[ic, 2])
-                            rest_dist = sqrt((rest[i, 0] - u * rest[ia, 0] - v * rest[ib, 0] - w * rest[ic, 0]) ** 2
-                                             + (rest[i, 1] - u * rest[ia, 1] - v * rest[ib, 1] - w * rest[ic, 1]) ** 2
-                                             + (rest[i, 2] - u * rest[ia, 2] - v * rest[ib, 2] - w * rest[ic, 2]) ** 2)
+                            u, v, w = closest_on_triangle(
+                                rest[i, 0],
+                                rest[i, 1],
+                                rest[i, 2],
+                                rest[ia, 0],
+                                rest[ia, 1],
+                                rest[ia, 2],
+                                rest[ib, 0],
+                                rest[ib, 1],
+                                rest[ib, 2],
+                                rest[ic, 0],
+                                rest[ic, 1],
+                                rest[ic, 2],
+                            )
+                            rest_dist = sqrt(
+                                (rest[i, 0] - u * rest[ia, 0] - v * rest[ib, 0] - w * rest[ic, 0]) ** 2
+                                + (rest[i, 1] - u * rest[ia, 1] - v * rest[ib, 1] - w * rest[ic, 1]) ** 2
+                                + (rest[i, 2] - u * rest[ia, 2] - v * rest[ib, 2] - w * rest[ic, 2]) ** 2
+                            )
                             if rest_dist < 2.0 * d_pair:
                                 continue  # closer than the gap in the rest shape: the rest shape wins
                         if count < cap:
@@ -267,8 +334,28 @@ def _vt_fill(x, inv_mass, mesh_tris, thickness, t_max, cloth, self_ok, cross_ok,
 
 
 @njit(**_JIT_PARALLEL)
-def _ee_fill(x, inv_mass, edges, thickness, t_max, cloth, self_ok, cross_ok, excl_offsets, excl, rest, margin, lo, hi, inv,
-             table_size, bucket_start, items, out_e, out_n):
+def _ee_fill(
+    x,
+    inv_mass,
+    edges,
+    thickness,
+    t_max,
+    cloth,
+    self_ok,
+    cross_ok,
+    excl_offsets,
+    excl,
+    rest,
+    margin,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    out_e,
+    out_n,
+):
     ne = edges.shape[0]
     cap = out_e.shape[1]
     for e in prange(ne):
@@ -280,8 +367,14 @@ def _ee_fill(x, inv_mass, edges, thickness, t_max, cloth, self_ok, cross_ok, exc
             ql[d] = lo[e, d] - reach
             qh[d] = hi[e, d] + reach
         count = 0
-        if not (abs(ql[0]) < 1e6 and abs(qh[0]) < 1e6 and abs(ql[1]) < 1e6 and abs(qh[1]) < 1e6
-                and abs(ql[2]) < 1e6 and abs(qh[2]) < 1e6):
+        if not (
+            abs(ql[0]) < 1e6
+            and abs(qh[0]) < 1e6
+            and abs(ql[1]) < 1e6
+            and abs(qh[1]) < 1e6
+            and abs(ql[2]) < 1e6
+            and abs(qh[2]) < 1e6
+        ):
             out_n[e] = 0
             continue
         i0 = int(math.floor(ql[0] * inv))
@@ -298,8 +391,14 @@ def _ee_fill(x, inv_mass, edges, thickness, t_max, cloth, self_ok, cross_ok, exc
                         f = items[s]
                         if f <= e:
                             continue
-                        if (lo[f, 0] > qh[0] or hi[f, 0] < ql[0] or lo[f, 1] > qh[1] or hi[f, 1] < ql[1]
-                                or lo[f, 2] > qh[2] or hi[f, 2] < ql[2]):
+                        if (
+                            lo[f, 0] > qh[0]
+                            or hi[f, 0] < ql[0]
+                            or lo[f, 1] > qh[1]
+                            or hi[f, 1] < ql[1]
+                            or lo[f, 2] > qh[2]
+                            or hi[f, 2] < ql[2]
+                        ):
                             continue
                         if not _first_cell(ql, qh, lo, hi, f, inv, ci, cj, ck):
                             continue
@@ -328,6 +427,7 @@ def _next_pow2(value: int) -> int:
 
 def _hash(lo, hi, cell):
     from .hash_grid import hash_boxes
+
     table = _next_pow2(2 * lo.shape[0])
     bucket, items = hash_boxes(lo, hi, cell, table, 32)
     return table, bucket, items
@@ -356,8 +456,26 @@ def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
     hi = np.empty((nt, 3))
     primitive_boxes(x, mesh.tris, lo, hi)
     table, bucket, items = _hash(lo, hi, cell)
-    args = (x, inv_mass, mesh.tris, mesh.thickness, float(mesh.thickness.max()), mesh.cloth, mesh.self_ok, mesh.cross_ok, mesh.excl_offsets,
-            mesh.excl, mesh.rest, float(margin), lo, hi, 1.0 / cell, table, bucket, items)
+    args = (
+        x,
+        inv_mass,
+        mesh.tris,
+        mesh.thickness,
+        float(mesh.thickness.max()),
+        mesh.cloth,
+        mesh.self_ok,
+        mesh.cross_ok,
+        mesh.excl_offsets,
+        mesh.excl,
+        mesh.rest,
+        float(margin),
+        lo,
+        hi,
+        1.0 / cell,
+        table,
+        bucket,
+        items,
+    )
     return _gather(_vt_fill, args, x.shape[0], 16)
 
 
@@ -369,8 +487,26 @@ def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
     hi = np.empty((ne, 3))
     primitive_boxes(x, mesh.edges, lo, hi)
     table, bucket, items = _hash(lo, hi, cell)
-    args = (x, inv_mass, mesh.edges, mesh.thickness, float(mesh.thickness.max()), mesh.cloth, mesh.self_ok, mesh.cross_ok, mesh.excl_offsets,
-            mesh.excl, mesh.rest, float(margin), lo, hi, 1.0 / cell, table, bucket, items)
+    args = (
+        x,
+        inv_mass,
+        mesh.edges,
+        mesh.thickness,
+        float(mesh.thickness.max()),
+        mesh.cloth,
+        mesh.self_ok,
+        mesh.cross_ok,
+        mesh.excl_offsets,
+        mesh.excl,
+        mesh.rest,
+        float(margin),
+        lo,
+        hi,
+        1.0 / cell,
+        table,
+        bucket,
+        items,
+    )
     return _gather(_ee_fill, args, ne, 16)
 
 
@@ -380,13 +516,28 @@ def initial_vt_sides(x, tris, cv, ct, side):
     for c in prange(cv.shape[0]):
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        u, v, w = closest_on_triangle(x[i, 0], x[i, 1], x[i, 2], x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1],
-                                      x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2])
-        n0, n1, n2 = triangle_normal(x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1],
-                                     x[ic, 2])
-        s = (n0 * (x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0])
-             + n1 * (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1])
-             + n2 * (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]))
+        u, v, w = closest_on_triangle(
+            x[i, 0],
+            x[i, 1],
+            x[i, 2],
+            x[ia, 0],
+            x[ia, 1],
+            x[ia, 2],
+            x[ib, 0],
+            x[ib, 1],
+            x[ib, 2],
+            x[ic, 0],
+            x[ic, 1],
+            x[ic, 2],
+        )
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
+        s = (
+            n0 * (x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0])
+            + n1 * (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1])
+            + n2 * (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2])
+        )
         side[c] = 1.0 if s >= 0.0 else -1.0
 
 
@@ -447,21 +598,43 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, activ
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
         d_pair = 0.5 * (thickness[i] + thickness[ia])
-        u, v, w = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0], x_start[ia, 1],
-                                      x_start[ia, 2], x_start[ib, 0], x_start[ib, 1], x_start[ib, 2], x_start[ic, 0],
-                                      x_start[ic, 1], x_start[ic, 2])
+        u, v, w = closest_on_triangle(
+            x_start[i, 0],
+            x_start[i, 1],
+            x_start[i, 2],
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+        )
         e0 = x_start[i, 0] - u * x_start[ia, 0] - v * x_start[ib, 0] - w * x_start[ic, 0]
         e1 = x_start[i, 1] - u * x_start[ia, 1] - v * x_start[ib, 1] - w * x_start[ic, 1]
         e2 = x_start[i, 2] - u * x_start[ia, 2] - v * x_start[ib, 2] - w * x_start[ic, 2]
         dist = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-        n0, n1, n2 = triangle_normal(x_start[ia, 0], x_start[ia, 1], x_start[ia, 2], x_start[ib, 0], x_start[ib, 1],
-                                     x_start[ib, 2], x_start[ic, 0], x_start[ic, 1], x_start[ic, 2])
+        n0, n1, n2 = triangle_normal(
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+        )
         if dist >= d_pair and not held[c]:  # separated, not just pushed: the side is where the vertex is now
             side[c] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
         held[c] = False
-        reach = d_pair + _travel(x_start, x_pred, i) + max(_travel(x_start, x_pred, ia),
-                                                             max(_travel(x_start, x_pred, ib),
-                                                                 _travel(x_start, x_pred, ic)))
+        reach = (
+            d_pair
+            + _travel(x_start, x_pred, i)
+            + max(_travel(x_start, x_pred, ia), max(_travel(x_start, x_pred, ib), _travel(x_start, x_pred, ic)))
+        )
         keep = dist <= reach and not (n0 == 0.0 and n1 == 0.0 and n2 == 0.0)
         if keep:
             pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
@@ -487,8 +660,11 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, acti
         if (dist >= d_pair and not held[c]) or side[c] == 0.0:
             side[c] = 1.0 if n0 * g0 + n1 * g1 + n2 * g2 >= 0.0 else -1.0
         held[c] = False
-        reach = d_pair + max(_travel(x_start, x_pred, a), _travel(x_start, x_pred, b)) + max(
-            _travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
+        reach = (
+            d_pair
+            + max(_travel(x_start, x_pred, a), _travel(x_start, x_pred, b))
+            + max(_travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
+        )
         keep = dist <= reach and 0.0 < s < 1.0 and 0.0 < t < 1.0
         if not keep and dist <= reach:
             s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_pred, a, b, cc, dd)
@@ -499,16 +675,18 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, acti
 def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
     """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed)."""
     active = np.empty(cand.vt_vertex.shape[0], dtype=np.bool_)
-    _vt_narrow_flags(x_start, x_pred, mesh.tris, mesh.thickness, cand.vt_vertex, cand.vt_triangle, cand.vt_side,
-                     cand.vt_held, active)
+    _vt_narrow_flags(
+        x_start, x_pred, mesh.tris, mesh.thickness, cand.vt_vertex, cand.vt_triangle, cand.vt_side, cand.vt_held, active
+    )
     return np.flatnonzero(active)
 
 
 def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
     """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed)."""
     active = np.empty(cand.ee_a.shape[0], dtype=np.bool_)
-    _ee_narrow_flags(x_start, x_pred, mesh.edges, mesh.thickness, cand.ee_a, cand.ee_b, cand.ee_side, cand.ee_held,
-                     active)
+    _ee_narrow_flags(
+        x_start, x_pred, mesh.edges, mesh.thickness, cand.ee_a, cand.ee_b, cand.ee_side, cand.ee_held, active
+    )
     return np.flatnonzero(active)
 
 
@@ -522,8 +700,9 @@ def _layer_weight(w, layer_v, layer_other, scale):
 
 
 @njit(**_JIT)
-def solve_vertex_triangle(x, x_start, inv_mass, tris, thickness, layer, friction, layer_mass_scale, cv, ct, cs, held,
-                          rows, lam):
+def solve_vertex_triangle(
+    x, x_start, inv_mass, tris, thickness, layer, friction, layer_mass_scale, cv, ct, cs, held, rows, lam
+):
     """One Gauss-Seidel pass over the active vertex-triangle pairs ``rows`` (module docstring).
 
     ``C = side n . (p - (u a + v b + w c)) - d``, gradient ``side n`` on p and ``-b_k side n`` on
@@ -535,8 +714,9 @@ def solve_vertex_triangle(x, x_start, inv_mass, tris, thickness, layer, friction
         c = rows[r]
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        n0, n1, n2 = triangle_normal(x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1],
-                                     x[ic, 2])
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
         if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
             continue
         u, v, w = _plane_barycentrics(x, i, ia, ib, ic)
@@ -560,7 +740,7 @@ def solve_vertex_triangle(x, x_start, inv_mass, tris, thickness, layer, friction
         wb = _layer_weight(inv_mass[ib], lt, li, layer_mass_scale)
         wc = _layer_weight(inv_mass[ic], lt, li, layer_mass_scale)
         K = wi + u * u * wa + v * v * wb + w * w * wc
-        if K < 0.05 * max(max(wi, wa), max(wb, wc)) or K <= 0.0:
+        if 0.05 * max(max(wi, wa), max(wb, wc)) > K or K <= 0.0:
             continue  # only a corner of small weight could move: it would be thrown by C / b
         dlam = -C / K
         lam[r] += dlam
@@ -582,12 +762,21 @@ def solve_vertex_triangle(x, x_start, inv_mass, tris, thickness, layer, friction
         if mu <= 0.0:
             continue
         # relative displacement over the substep, tangential part
-        r0 = x[i, 0] - x_start[i, 0] - (u * (x[ia, 0] - x_start[ia, 0]) + v * (x[ib, 0] - x_start[ib, 0])
-                                        + w * (x[ic, 0] - x_start[ic, 0]))
-        r1 = x[i, 1] - x_start[i, 1] - (u * (x[ia, 1] - x_start[ia, 1]) + v * (x[ib, 1] - x_start[ib, 1])
-                                        + w * (x[ic, 1] - x_start[ic, 1]))
-        r2 = x[i, 2] - x_start[i, 2] - (u * (x[ia, 2] - x_start[ia, 2]) + v * (x[ib, 2] - x_start[ib, 2])
-                                        + w * (x[ic, 2] - x_start[ic, 2]))
+        r0 = (
+            x[i, 0]
+            - x_start[i, 0]
+            - (u * (x[ia, 0] - x_start[ia, 0]) + v * (x[ib, 0] - x_start[ib, 0]) + w * (x[ic, 0] - x_start[ic, 0]))
+        )
+        r1 = (
+            x[i, 1]
+            - x_start[i, 1]
+            - (u * (x[ia, 1] - x_start[ia, 1]) + v * (x[ib, 1] - x_start[ib, 1]) + w * (x[ic, 1] - x_start[ic, 1]))
+        )
+        r2 = (
+            x[i, 2]
+            - x_start[i, 2]
+            - (u * (x[ia, 2] - x_start[ia, 2]) + v * (x[ib, 2] - x_start[ib, 2]) + w * (x[ic, 2] - x_start[ic, 2]))
+        )
         rn = r0 * n0 + r1 * n1 + r2 * n2
         t0, t1, t2 = r0 - rn * n0, r1 - rn * n1, r2 - rn * n2
         length = sqrt(t0 * t0 + t1 * t1 + t2 * t2)
@@ -610,8 +799,9 @@ def solve_vertex_triangle(x, x_start, inv_mass, tris, thickness, layer, friction
 
 
 @njit(**_JIT)
-def solve_edge_edge(x, x_start, inv_mass, edges, thickness, layer, friction, layer_mass_scale, ea, eb, cs, held, rows,
-                    lam):
+def solve_edge_edge(
+    x, x_start, inv_mass, edges, thickness, layer, friction, layer_mass_scale, ea, eb, cs, held, rows, lam
+):
     """One Gauss-Seidel pass over the active edge-edge pairs ``rows``: ``C = side n . (pa - pb) - d``
     with pa = a + s (b - a), pb = c + t (d - c) the closest points and n the unit common normal;
     gradient (1 - s, s) side n on a, b and -(1 - t, t) side n on c, d; then friction."""
@@ -650,12 +840,24 @@ def solve_edge_edge(x, x_start, inv_mass, edges, thickness, layer, friction, lay
         mu = sqrt(friction[a] * friction[c])
         if mu <= 0.0:
             continue
-        r0 = (ka * (x[a, 0] - x_start[a, 0]) + kb * (x[b, 0] - x_start[b, 0])
-              - kc * (x[c, 0] - x_start[c, 0]) - kd * (x[d, 0] - x_start[d, 0]))
-        r1 = (ka * (x[a, 1] - x_start[a, 1]) + kb * (x[b, 1] - x_start[b, 1])
-              - kc * (x[c, 1] - x_start[c, 1]) - kd * (x[d, 1] - x_start[d, 1]))
-        r2 = (ka * (x[a, 2] - x_start[a, 2]) + kb * (x[b, 2] - x_start[b, 2])
-              - kc * (x[c, 2] - x_start[c, 2]) - kd * (x[d, 2] - x_start[d, 2]))
+        r0 = (
+            ka * (x[a, 0] - x_start[a, 0])
+            + kb * (x[b, 0] - x_start[b, 0])
+            - kc * (x[c, 0] - x_start[c, 0])
+            - kd * (x[d, 0] - x_start[d, 0])
+        )
+        r1 = (
+            ka * (x[a, 1] - x_start[a, 1])
+            + kb * (x[b, 1] - x_start[b, 1])
+            - kc * (x[c, 1] - x_start[c, 1])
+            - kd * (x[d, 1] - x_start[d, 1])
+        )
+        r2 = (
+            ka * (x[a, 2] - x_start[a, 2])
+            + kb * (x[b, 2] - x_start[b, 2])
+            - kc * (x[c, 2] - x_start[c, 2])
+            - kd * (x[d, 2] - x_start[d, 2])
+        )
         rn = r0 * n0 + r1 * n1 + r2 * n2
         t0, t1, t2 = r0 - rn * n0, r1 - rn * n1, r2 - rn * n2
         length = sqrt(t0 * t0 + t1 * t1 + t2 * t2)

@@ -51,6 +51,7 @@ Thickness: ``cloth_thickness`` must be > 0 (a ClothInputError otherwise): it is 
 between cloth vertices and every collider (plus each collider's own ``thickness``) and the
 self-collision radius. Quaternions are (w, x, y, z).
 """
+
 from __future__ import annotations
 
 import math
@@ -98,15 +99,26 @@ class Colliders(ContactHandler):
     ``cloth_triangles`` (T,3) is needed only with ``self_collision``.
     """
 
-    def __init__(self, colliders=(), cloth_thickness: float = 0.004, *, self_collision: SelfCollision | None = None,
-                 cloth_triangles=None, broad_phase_margin_m: float = 0.01, max_acceleration_m_s2: float = 20.0):
+    def __init__(
+        self,
+        colliders=(),
+        cloth_thickness: float = 0.004,
+        *,
+        self_collision: SelfCollision | None = None,
+        cloth_triangles=None,
+        broad_phase_margin_m: float = 0.01,
+        max_acceleration_m_s2: float = 20.0,
+    ):
         thickness = float(cloth_thickness)
         if not (math.isfinite(thickness) and thickness > 0.0):
             raise ClothInputError(
                 f"cloth_thickness must be finite and > 0 (a gap of a few mm, e.g. 0.004), got {cloth_thickness}; "
-                "with zero thickness contacts would sit exactly on the surface and flicker through it")
-        for what, value in (("broad_phase_margin_m", broad_phase_margin_m),
-                            ("max_acceleration_m_s2", max_acceleration_m_s2)):
+                "with zero thickness contacts would sit exactly on the surface and flicker through it"
+            )
+        for what, value in (
+            ("broad_phase_margin_m", broad_phase_margin_m),
+            ("max_acceleration_m_s2", max_acceleration_m_s2),
+        ):
             if not (math.isfinite(value) and value >= 0):
                 raise ClothInputError(f"{what} must be finite and >= 0, got {value}")
         self.cloth_thickness = thickness
@@ -125,7 +137,8 @@ class Colliders(ContactHandler):
                 self.warnings.extend(c.warnings)
             else:
                 raise ClothInputError(
-                    f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box, SDFGrid or TriangleMesh)")
+                    f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box, SDFGrid or TriangleMesh)"
+                )
             if c.name is not None:
                 if c.name in names:
                     raise ClothInputError(f"two colliders are named {c.name!r}")
@@ -152,7 +165,8 @@ class Colliders(ContactHandler):
             st = self.cloth_thickness if self_collision.thickness is None else float(self_collision.thickness)
             if not (math.isfinite(st) and st > 0.0):
                 raise ClothInputError(
-                    f"self-collision thickness must be finite and > 0, got {self_collision.thickness}")
+                    f"self-collision thickness must be finite and > 0, got {self_collision.thickness}"
+                )
             self.self_thickness = st
             if not (isinstance(self_collision.rounds, (int, np.integer)) and self_collision.rounds >= 1):
                 raise ClothInputError(f"self-collision rounds must be an integer >= 1, got {self_collision.rounds!r}")
@@ -257,8 +271,23 @@ class Colliders(ContactHandler):
         self._n_cand = 0
         if k:
             self._n_cand = analytic.analytic_broad_phase(
-                x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind, self.dims, self.pos0, self.rot0,
-                self.pos1, self.rot1, self.skin, self.bound, self._cand_vertex, self._cand_proxy)
+                x,
+                v,
+                inv_mass,
+                frame_dt,
+                margin,
+                self.cloth_thickness,
+                self.kind,
+                self.dims,
+                self.pos0,
+                self.rot0,
+                self.pos1,
+                self.rot1,
+                self.skin,
+                self.bound,
+                self._cand_vertex,
+                self._cand_proxy,
+            )
         mesh_cand = 0
         if self.meshes:
             self._frame_dt = frame_dt
@@ -267,9 +296,19 @@ class Colliders(ContactHandler):
                 self._pad = np.empty(n)
                 self._active = np.empty(n, dtype=np.bool_)
                 self._v_prev = v.copy()
-            mesh_kernels.vertex_travel_segments(x, v, self._v_prev, inv_mass, frame_dt, self.max_acceleration_m_s2,
-                                      self.broad_phase_margin_m, self.DEFLECTION_ALLOWANCE, self._seg_end, self._pad,
-                                      self._active)
+            mesh_kernels.vertex_travel_segments(
+                x,
+                v,
+                self._v_prev,
+                inv_mass,
+                frame_dt,
+                self.max_acceleration_m_s2,
+                self.broad_phase_margin_m,
+                self.DEFLECTION_ALLOWANCE,
+                self._seg_end,
+                self._pad,
+                self._active,
+            )
             self._v_prev[:] = v
             for m in self.meshes:
                 m.broad_phase(x, self._seg_end, self._active, self._pad, self._frame_open)
@@ -280,12 +319,20 @@ class Colliders(ContactHandler):
         if self._self_tris is not None and self._self_ready_n != n:
             self._prepare_self(x)
         self._frame_open = True  # until end_frame: a frame begun again before it is a retry
-        self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
-                       "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
-                       "mesh_scans_skipped": 0, "mesh_scans_cached": 0, "mesh_scans_certified": 0,
-                       "mesh_scans_cell_lists": 0,
-                       "contacts_max": 0,
-                       "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
+        self._stats = {
+            "candidates_analytic": self._n_cand,
+            "candidates_mesh": mesh_cand,
+            "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes),
+            "mesh_lists_requeried": 0,
+            "mesh_scans_skipped": 0,
+            "mesh_scans_cached": 0,
+            "mesh_scans_certified": 0,
+            "mesh_scans_cell_lists": 0,
+            "contacts_max": 0,
+            "contacts_active_last_substep": 0,
+            "self_pairs_max": 0,
+            "self_triangle_pairs_max": 0,
+        }
 
     #: Skip a vertex's narrow-phase scan while a cached lower bound of its distance to the mesh
     #: keeps it out of contact reach, and measure only its last closest triangle while that one
@@ -356,8 +403,7 @@ class Colliders(ContactHandler):
         tris = self._self_tris
         if tris.max() >= n:
             raise ClothInputError(f"cloth_triangles index {int(tris.max())} but the cloth has {n} vertices")
-        edges = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1),
-                          axis=0)
+        edges = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1), axis=0)
         self._excl_offsets, self._excl = self_contact.two_hop_lists(n, np.ascontiguousarray(edges))
         edge = np.linalg.norm(x[tris[:, 1]] - x[tris[:, 0]], axis=1)
         self._self_cell = max(2.0 * self.self_thickness, float(edge.mean()))
@@ -370,23 +416,76 @@ class Colliders(ContactHandler):
         if self._n_cand:
             if self._has_shapes:
                 count = analytic.analytic_narrow_phase(
-                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, t_start,
-                    t_end, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
-                    self.mu_k, self.cloth_thickness, self._cand_hit, self._cand_res, self.c_vertex, self.c_normal,
-                    self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._cand_vertex,
+                    self._cand_proxy,
+                    self._n_cand,
+                    t_start,
+                    t_end,
+                    self.kind,
+                    self.dims,
+                    self.pos0,
+                    self.rot0,
+                    self.pos1,
+                    self.rot1,
+                    self.skin,
+                    self.mu_s,
+                    self.mu_k,
+                    self.cloth_thickness,
+                    self._cand_hit,
+                    self._cand_res,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    0,
+                )
             for k in self.sdf_index:
                 g = self.analytic[k]
                 count = sdf.sdf_narrow_phase(
-                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, k,
-                    t_start, t_end, self.pos0, self.rot0, self.pos1, self.rot1, g.phi, g.origin, g.spacing,
-                    self.cloth_thickness, self.skin, self.mu_s, self.mu_k, self._cand_hit, self._cand_res,
-                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
-                    count)
-        rows = ContactRows(self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s,
-                           self.c_mu_k)
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._cand_vertex,
+                    self._cand_proxy,
+                    self._n_cand,
+                    k,
+                    t_start,
+                    t_end,
+                    self.pos0,
+                    self.rot0,
+                    self.pos1,
+                    self.rot1,
+                    g.phi,
+                    g.origin,
+                    g.spacing,
+                    self.cloth_thickness,
+                    self.skin,
+                    self.mu_s,
+                    self.mu_k,
+                    self._cand_hit,
+                    self._cand_res,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    count,
+                )
+        rows = ContactRows(
+            self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k
+        )
         for m in self.meshes:
-            count = m.narrow_phase(x_substep_start, x_predicted, inv_mass, t_start, t_end, h, self._frame_dt, rows,
-                                   count, self._stats)
+            count = m.narrow_phase(
+                x_substep_start, x_predicted, inv_mass, t_start, t_end, h, self._frame_dt, rows, count, self._stats
+            )
         self._n_contacts = count
         self.c_lam[:count] = 0.0
         self.c_friction[:count] = 0.0
@@ -395,17 +494,34 @@ class Colliders(ContactHandler):
             sc = self.self_collision
             if sc.particles:
                 self._self_pi, self._self_pj = self_contact.self_particle_pairs(
-                    x_substep_start, x_predicted, inv_mass, self.self_thickness, self._excl_offsets, self._excl,
-                    self._self_table, numba.get_num_threads())
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self.self_thickness,
+                    self._excl_offsets,
+                    self._excl,
+                    self._self_table,
+                    numba.get_num_threads(),
+                )
                 self._self_lam_p = np.zeros(self._self_pi.shape[0])
             if sc.triangles:
                 self._self_cv, self._self_ct, self._self_cs = self_contact.self_triangle_contacts(
-                    x_substep_start, x_predicted, inv_mass, self._self_tris, self.self_thickness, self._self_cell,
-                    self._self_table, self._excl_offsets, self._excl, numba.get_num_threads())
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._self_tris,
+                    self.self_thickness,
+                    self._self_cell,
+                    self._self_table,
+                    self._excl_offsets,
+                    self._excl,
+                    numba.get_num_threads(),
+                )
                 self._self_lam_t = np.zeros(self._self_cv.shape[0])
             self._stats["self_pairs_max"] = max(self._stats["self_pairs_max"], int(self._self_pi.shape[0]))
-            self._stats["self_triangle_pairs_max"] = max(self._stats["self_triangle_pairs_max"],
-                                                         int(self._self_cv.shape[0]))
+            self._stats["self_triangle_pairs_max"] = max(
+                self._stats["self_triangle_pairs_max"], int(self._self_cv.shape[0])
+            )
 
     def _inv_mass_for(self, x):
         inv_mass = getattr(self, "_inv_mass", None)
@@ -423,26 +539,57 @@ class Colliders(ContactHandler):
         for _ in range(rounds):
             if self._self_tris is not None:
                 if self._self_pi.shape[0]:
-                    self_contact.solve_self_particles(x, inv_mass, self._self_pi, self._self_pj, self.self_thickness,
-                                            self._self_lam_p)
+                    self_contact.solve_self_particles(
+                        x, inv_mass, self._self_pi, self._self_pj, self.self_thickness, self._self_lam_p
+                    )
                 if self._self_cv.shape[0]:
-                    self_contact.solve_self_triangles(x, inv_mass, self._self_cv, self._self_ct, self._self_cs,
-                                            self._self_tris, self.self_thickness, self._self_lam_t)
+                    self_contact.solve_self_triangles(
+                        x,
+                        inv_mass,
+                        self._self_cv,
+                        self._self_ct,
+                        self._self_cs,
+                        self._self_tris,
+                        self.self_thickness,
+                        self._self_lam_t,
+                    )
             if self._n_contacts:
-                contacts.solve_contacts(x, x_substep_start, inv_mass, self.c_vertex, self.c_normal, self.c_point,
-                                  self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, self._n_contacts, self.c_lam,
-                                  self.c_friction)
+                contacts.solve_contacts(
+                    x,
+                    x_substep_start,
+                    inv_mass,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    self._n_contacts,
+                    self.c_lam,
+                    self.c_friction,
+                )
 
     def snapshot(self) -> ColliderSnapshot:
         """Every collider at the current frame (start and end poses), as read-only copies (:mod:`.snapshot`):
         what code outside the collision layer reads instead of this handler's fields."""
-        return snapshot_of(self.analytic, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin,
-                           self.cloth_thickness, [(m.mesh, m.v0, m.v1) for m in self.meshes])
+        return snapshot_of(
+            self.analytic,
+            self.kind,
+            self.dims,
+            self.pos0,
+            self.rot0,
+            self.pos1,
+            self.rot1,
+            self.skin,
+            self.cloth_thickness,
+            [(m.mesh, m.v0, m.v1) for m in self.meshes],
+        )
 
     def diagnostics(self) -> dict:
         stats = dict(self._stats)
         # counted when asked for (after the frame), not at every substep
-        stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[:self._n_contacts] > 0.0))
+        stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[: self._n_contacts] > 0.0))
         return stats
 
     # ------------------------------------------------------------------------------------------
@@ -450,8 +597,9 @@ class Colliders(ContactHandler):
         """(P, K) signed distance of points to the analytic proxies' shapes (skin not included) at frame fraction t."""
         pts = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
         out = np.empty((pts.shape[0], self.kind.shape[0]))
-        analytic.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1,
-                                          self.rot1, out)
+        analytic.analytic_signed_distance(
+            pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, out
+        )
         for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
             p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))
             local = rotate_rows(quaternion_conjugate(q), pts - p)

@@ -5,6 +5,7 @@ Two triangles that share no vertex intersect when an edge of one passes through 
 counted). Candidate pairs come from a hash grid of the triangles' boxes; each pair is counted
 once, in the cell that holds the low corner of the overlap of the two boxes.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,14 @@ def segment_crosses_triangle(x, p, q, a, b, c):
 def triangles_cross(x, tris, s, t):
     a0, a1, a2 = tris[s, 0], tris[s, 1], tris[s, 2]
     b0, b1, b2 = tris[t, 0], tris[t, 1], tris[t, 2]
-    return (segment_crosses_triangle(x, a0, a1, b0, b1, b2) or segment_crosses_triangle(x, a1, a2, b0, b1, b2)
-            or segment_crosses_triangle(x, a2, a0, b0, b1, b2) or segment_crosses_triangle(x, b0, b1, a0, a1, a2)
-            or segment_crosses_triangle(x, b1, b2, a0, a1, a2) or segment_crosses_triangle(x, b2, b0, a0, a1, a2))
+    return (
+        segment_crosses_triangle(x, a0, a1, b0, b1, b2)
+        or segment_crosses_triangle(x, a1, a2, b0, b1, b2)
+        or segment_crosses_triangle(x, a2, a0, b0, b1, b2)
+        or segment_crosses_triangle(x, b0, b1, a0, a1, a2)
+        or segment_crosses_triangle(x, b1, b2, a0, a1, a2)
+        or segment_crosses_triangle(x, b2, b0, a0, a1, a2)
+    )
 
 
 @njit(**_JIT_PARALLEL)
@@ -67,12 +73,20 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, per_triangle):
                         t = items[r]
                         if t <= s:
                             continue
-                        if (lo[t, 0] > hi[s, 0] or hi[t, 0] < lo[s, 0] or lo[t, 1] > hi[s, 1] or hi[t, 1] < lo[s, 1]
-                                or lo[t, 2] > hi[s, 2] or hi[t, 2] < lo[s, 2]):
+                        if (
+                            lo[t, 0] > hi[s, 0]
+                            or hi[t, 0] < lo[s, 0]
+                            or lo[t, 1] > hi[s, 1]
+                            or hi[t, 1] < lo[s, 1]
+                            or lo[t, 2] > hi[s, 2]
+                            or hi[t, 2] < lo[s, 2]
+                        ):
                             continue
-                        if (int(math.floor(max(lo[s, 0], lo[t, 0]) * inv)) != ci
-                                or int(math.floor(max(lo[s, 1], lo[t, 1]) * inv)) != cj
-                                or int(math.floor(max(lo[s, 2], lo[t, 2]) * inv)) != ck):
+                        if (
+                            int(math.floor(max(lo[s, 0], lo[t, 0]) * inv)) != ci
+                            or int(math.floor(max(lo[s, 1], lo[t, 1]) * inv)) != cj
+                            or int(math.floor(max(lo[s, 2], lo[t, 2]) * inv)) != ck
+                        ):
                             continue
                         shared = False
                         for p in range(3):

@@ -12,6 +12,7 @@ build each of these once, not three times, and get the very same arrays they wou
 themselves (the builds are deterministic). What depends on a cloth (its candidate lists, its
 narrow-phase caches, the frame's motion bookkeeping) stays in that cloth's handler.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,6 +29,7 @@ def _next_pow2(value: int) -> int:
 
 class TriangleGrid(NamedTuple):
     """Hash grid of a mesh collider's triangle boxes (grown by ``radius``) at one pose."""
+
     lo: np.ndarray
     hi: np.ndarray
     cell: float
@@ -40,6 +42,7 @@ class TriangleGrid(NamedTuple):
 
 class StandingParams(NamedTuple):
     """Tuning of a standing collider's data (the ``Colliders`` constants of the same names, in m)."""
+
     certificate_reach_m: float
     distance_bound_cell_m: float
     distance_bound_band_m: float
@@ -50,13 +53,14 @@ class StandingParams(NamedTuple):
 
 class StandingData(NamedTuple):
     """A standing collider's shortcuts at one pose, for one contact radius (see ``Colliders``)."""
-    tnorm: np.ndarray        # (T, 3) face normals
-    cert: np.ndarray         # (T,) convexity certificates (:mod:`.convexity`)
-    dbounds: np.ndarray      # coarse distance bounds (:mod:`.distance_bounds`)
+
+    tnorm: np.ndarray  # (T, 3) face normals
+    cert: np.ndarray  # (T,) convexity certificates (:mod:`.convexity`)
+    dbounds: np.ndarray  # coarse distance bounds (:mod:`.distance_bounds`)
     dorigin: np.ndarray
-    dinv: float              # 1 / cell side
-    dband: float             # cap
-    cell_first: np.ndarray   # closest-face lists of those cells (:mod:`.cell_lists`)
+    dinv: float  # 1 / cell side
+    dband: float  # cap
+    cell_first: np.ndarray  # closest-face lists of those cells (:mod:`.cell_lists`)
     cell_stop: np.ndarray
     cell_cand: np.ndarray
     cell_d0: np.ndarray
@@ -68,7 +72,7 @@ class BodyPose:
     """One set of the body's world positions (``vertices``, (M, 3), not to be written) and what was
     built on it, each piece once, when first asked for."""
 
-    def __init__(self, body: "MeshBody", vertices: np.ndarray):
+    def __init__(self, body: MeshBody, vertices: np.ndarray):
         self.body = body
         self.vertices = vertices
         self._spheres = None
@@ -133,23 +137,52 @@ class BodyPose:
         tnorm = np.empty((tris.shape[0], 3))
         cert = np.empty(tris.shape[0])
         g = grid if grid is not None and grid.radius == radius else self.grid(radius)
-        convexity.convexity_certificates(v0, tris, center, rad, params.certificate_reach_m, convexity.COPLANAR_TOL_M,
-                                         g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket, g.items, 32, tnorm, cert)
+        convexity.convexity_certificates(
+            v0,
+            tris,
+            center,
+            rad,
+            params.certificate_reach_m,
+            convexity.COPLANAR_TOL_M,
+            g.lo,
+            g.hi,
+            1.0 / g.cell,
+            g.table,
+            g.bucket,
+            g.items,
+            32,
+            tnorm,
+            cert,
+        )
         extent = np.ptp(v0, axis=0) + 2.0 * params.distance_bound_band_m
-        cell = max(params.distance_bound_cell_m,
-                   float(np.prod(extent) / params.distance_bound_max_cells) ** (1.0 / 3.0))
+        cell = max(
+            params.distance_bound_cell_m, float(np.prod(extent) / params.distance_bound_max_cells) ** (1.0 / 3.0)
+        )
         list_band = params.cell_list_travel_m + 0.5 * math.sqrt(3.0) * cell + 2.0 * radius
         band = max(params.distance_bound_band_m, list_band)  # (the centre distances are exact up to it)
         dorigin, centre, dbounds = distance_bounds.distance_bound_grid(v0, tris, center, rad, cell, band)
-        lists = cell_lists.closest_face_lists(v0, tris, center, rad, dorigin, cell, centre, list_band,
-                                              params.cell_list_max_entries)
+        lists = cell_lists.closest_face_lists(
+            v0, tris, center, rad, dorigin, cell, centre, list_band, params.cell_list_max_entries
+        )
         if lists is not None:
             offsets, cell_cand, cell_d0, cell_reach = lists
         else:  # too many: candidate lists of the vertices, as for a moving collider
             offsets, cell_cand, cell_d0 = np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
             cell_reach = np.full(dbounds.size, -1.0)  # (every cell of the grid: none has a list)
-        return StandingData(tnorm, cert, dbounds, dorigin, 1.0 / cell, band, offsets[:-1], offsets[1:], cell_cand,
-                            cell_d0, cell_reach, lists is not None)
+        return StandingData(
+            tnorm,
+            cert,
+            dbounds,
+            dorigin,
+            1.0 / cell,
+            band,
+            offsets[:-1],
+            offsets[1:],
+            cell_cand,
+            cell_d0,
+            cell_reach,
+            lists is not None,
+        )
 
 
 class MeshBody:
@@ -183,5 +216,5 @@ class MeshBody:
             if p.vertices is vertices or np.array_equal(p.vertices, vertices):
                 return p
         p = BodyPose(self, np.array(vertices, dtype=np.float64, order="C", copy=True))
-        self._poses = self._poses[-(self.KEPT_POSES - 1):] + [p]
+        self._poses = self._poses[-(self.KEPT_POSES - 1) :] + [p]
         return p

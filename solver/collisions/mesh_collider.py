@@ -15,6 +15,7 @@ The tuning (``DEFLECTION_ALLOWANCE``, ``LIST_SLACK_M``, the standing shortcuts' 
 ``use_*`` switches) is read from the owning ``Colliders`` (``tuning``), where tests and
 comparisons set it; see the docstrings there.
 """
+
 from __future__ import annotations
 
 import numba
@@ -26,9 +27,20 @@ from .mesh_body import StandingData, StandingParams, TriangleGrid
 from .mesh_narrow_phase import BodyFrame, CandidateLists, NarrowCaches, NarrowScratch
 
 #: The shortcuts of a collider that does not stand still: none (placeholders of the right types).
-NO_STANDING_DATA = StandingData(np.zeros((0, 3)), np.zeros(0), np.zeros((1, 1, 1)), np.zeros(3), 1.0, 0.0,
-                                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                                np.zeros(0), np.full(1, -1.0), False)
+NO_STANDING_DATA = StandingData(
+    np.zeros((0, 3)),
+    np.zeros(0),
+    np.zeros((1, 1, 1)),
+    np.zeros(3),
+    1.0,
+    0.0,
+    np.zeros(1, dtype=np.int64),
+    np.zeros(1, dtype=np.int64),
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0),
+    np.full(1, -1.0),
+    False,
+)
 
 
 def _same_pose(a, b) -> bool:
@@ -117,12 +129,14 @@ class MeshCollider:
         self.pose0.forget_grids()
 
     def body_frame(self) -> BodyFrame:
-        return BodyFrame(self.mesh.triangles, self.v0, self.v1, self.center, self.rad, self.nbr, self.motion,
-                         self.cum_motion)
+        return BodyFrame(
+            self.mesh.triangles, self.v0, self.v1, self.center, self.rad, self.nbr, self.motion, self.cum_motion
+        )
 
     def lists(self) -> CandidateLists:
-        return CandidateLists(self.first, self.stop, self.cand, self.d0, self.seg_a, self.seg_b, self.r_built,
-                              self.base_shift)
+        return CandidateLists(
+            self.first, self.stop, self.cand, self.d0, self.seg_a, self.seg_b, self.r_built, self.base_shift
+        )
 
     # -- broad phase (per frame) ------------------------------------------------------------------
     def broad_phase(self, x, seg_end, active, pad, frame_open: bool) -> None:
@@ -180,8 +194,9 @@ class MeshCollider:
         self.path_prev = x.copy()
         self.side = np.ones(n)
         near_t = self.near_t if self.near_t.shape[0] == n else np.full(n, -1, dtype=np.int64)  # (before any substep)
-        mesh_narrow_phase.mesh_frame_sides(x, self.lists(), self.body_frame(), self._shortcuts(),
-                                           self.mesh.one_sided, self.standing, near_t, self.side)
+        mesh_narrow_phase.mesh_frame_sides(
+            x, self.lists(), self.body_frame(), self._shortcuts(), self.mesh.one_sided, self.standing, near_t, self.side
+        )
 
     def _shortcuts(self) -> StandingData:
         return self.standing_data if self.standing else NO_STANDING_DATA
@@ -196,15 +211,16 @@ class MeshCollider:
         else:
             moved_since = self.cum_motion + self.motion - self.mark
             keep = np.empty(n, dtype=np.bool_)
-            mesh_kernels.mesh_keep_lists(x, seg_end, active, self.seg_a, self.seg_b, self.r_built, need + radius,
-                                         moved_since, slack, keep)
+            mesh_kernels.mesh_keep_lists(
+                x, seg_end, active, self.seg_a, self.seg_b, self.r_built, need + radius, moved_since, slack, keep
+            )
         rebuild = active & ~keep
         self.rebuilt = int(np.count_nonzero(rebuild))
         if self.rebuilt:
             # the slack only pays for a vertex slow enough to keep its list (one moving farther than
             # the slack in a frame leaves the old capsule anyway)
             step = seg_end - x
-            slow = np.einsum("ij,ij->i", step, step) <= slack ** 2
+            slow = np.einsum("ij,ij->i", step, step) <= slack**2
             reach = need + np.where(slow, slack, 0.0)
             offsets, cand, d0 = self._query(x, seg_end, reach, radius, rebuild)
             if first:
@@ -216,8 +232,16 @@ class MeshCollider:
                 self.cand, self.d0, self.used = cand, d0, int(offsets[-1])
             else:
                 self.first, self.stop, self.cand, self.d0, self.used = mesh_kernels.mesh_merge_candidates(
-                    keep | ~active, self.first, self.stop, self.cand, self.d0, offsets, cand, d0,
-                    self.tuning._spare(offsets[-1]))
+                    keep | ~active,
+                    self.first,
+                    self.stop,
+                    self.cand,
+                    self.d0,
+                    offsets,
+                    cand,
+                    d0,
+                    self.tuning._spare(offsets[-1]),
+                )
                 self.seg_a[rebuild] = x[rebuild]
                 self.seg_b[rebuild] = seg_end[rebuild]
                 self.mark[rebuild] = self.cum_motion
@@ -235,8 +259,14 @@ class MeshCollider:
         (:meth:`.mesh_body.BodyPose.standing_data`), built once per pose for every cloth. The
         certificates take the frame's triangle grid when there is one (they do not depend on its cell)."""
         t = self.tuning
-        params = StandingParams(t.CERTIFICATE_REACH_M, t.DISTANCE_BOUND_CELL_M, t.DISTANCE_BOUND_BAND_M,
-                                t.DISTANCE_BOUND_MAX_CELLS, t.CELL_LIST_TRAVEL_M, t.CELL_LIST_MAX_ENTRIES)
+        params = StandingParams(
+            t.CERTIFICATE_REACH_M,
+            t.DISTANCE_BOUND_CELL_M,
+            t.DISTANCE_BOUND_BAND_M,
+            t.DISTANCE_BOUND_MAX_CELLS,
+            t.CELL_LIST_TRAVEL_M,
+            t.CELL_LIST_MAX_ENTRIES,
+        )
         self.standing_data = self.pose0.standing_data(radius, params, self.grid)
 
     def _query(self, seg_a, seg_b, pad, radius, which):
@@ -244,9 +274,25 @@ class MeshCollider:
         the grid's cell suits their mean pad."""
         reach = float(np.mean(pad[which])) if which.any() else 0.0
         g = self._grid(radius, reach)
-        return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, g.lo, g.hi, g.cell, g.table,
-                                                  g.bucket, g.items, 32, self.mesh.triangles, self.v0, self.center,
-                                                  self.rad, numba.get_num_threads())
+        return mesh_kernels.mesh_query_candidates(
+            seg_a,
+            seg_b,
+            pad,
+            radius,
+            which,
+            g.lo,
+            g.hi,
+            g.cell,
+            g.table,
+            g.bucket,
+            g.items,
+            32,
+            self.mesh.triangles,
+            self.v0,
+            self.center,
+            self.rad,
+            numba.get_num_threads(),
+        )
 
     def _grid(self, radius, reach=None) -> TriangleGrid:
         """The hash grid of the collider's triangle boxes (grown by ``radius``) at the frame start.
@@ -258,8 +304,11 @@ class MeshCollider:
         the body's (:meth:`.mesh_body.BodyPose.grid`: built once per pose, radius and cell for every cloth).
         """
         g = self.grid
-        if g is not None and g.radius == radius and (
-                reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0):
+        if (
+            g is not None
+            and g.radius == radius
+            and (reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0)
+        ):
             return g
         self.grid = self.pose0.grid(radius, reach)
         return self.grid
@@ -277,19 +326,48 @@ class MeshCollider:
         if not self.tuning.use_clearance_cache:
             self.clear[:] = -1.0
             self.near_t[:] = -1
-        caches = NarrowCaches(self.side, self.path, self.path_prev, self.clear, self.clear_pos, self.clear_mark,
-                              self.near_t, self.near_other, self.near_pos, self.near_mark)
+        caches = NarrowCaches(
+            self.side,
+            self.path,
+            self.path_prev,
+            self.clear,
+            self.clear_pos,
+            self.clear_mark,
+            self.near_t,
+            self.near_other,
+            self.near_pos,
+            self.near_mark,
+        )
         scratch = NarrowScratch(self.lost, self.hit, self.res, self.from_cache, self.certified, self.cell_scan)
         body = self.body_frame()
         shortcuts = self._shortcuts()
         for attempt in range(2):
             new_count, n_lost, n_skipped, n_cached, n_certified, n_cell = mesh_narrow_phase.mesh_narrow_phase(
-                x_start, x_pred, inv_mass, self.lists(), body, caches, scratch, shortcuts, rows, t_start, t_end,
-                self.radius, self.mesh.friction_static, self.mesh.friction_kinetic, attempt == 1, self.standing,
-                count)
+                x_start,
+                x_pred,
+                inv_mass,
+                self.lists(),
+                body,
+                caches,
+                scratch,
+                shortcuts,
+                rows,
+                t_start,
+                t_end,
+                self.radius,
+                self.mesh.friction_static,
+                self.mesh.friction_kinetic,
+                attempt == 1,
+                self.standing,
+                count,
+            )
             if attempt == 0:
-                for key, value in (("mesh_scans_skipped", n_skipped), ("mesh_scans_cached", n_cached),
-                                   ("mesh_scans_certified", n_certified), ("mesh_scans_cell_lists", n_cell)):
+                for key, value in (
+                    ("mesh_scans_skipped", n_skipped),
+                    ("mesh_scans_cached", n_cached),
+                    ("mesh_scans_certified", n_certified),
+                    ("mesh_scans_cell_lists", n_cell),
+                ):
                     stats[key] = stats.get(key, 0) + value
             if n_lost == 0 or attempt == 1:
                 break
@@ -305,14 +383,36 @@ class MeshCollider:
         t = self.tuning
         g = self._grid(self.radius)
         used, idx, offsets, cand, d0 = mesh_kernels.requery_lost(
-            self.lost, x_start, x_pred, (1.0 - t_end) * frame_dt, h, t.broad_phase_margin_m + self.motion,
-            t.DEFLECTION_ALLOWANCE, g, 32, self.body_frame(), self.lists(), self.used, self.mark, self.cum_motion)
+            self.lost,
+            x_start,
+            x_pred,
+            (1.0 - t_end) * frame_dt,
+            h,
+            t.broad_phase_margin_m + self.motion,
+            t.DEFLECTION_ALLOWANCE,
+            g,
+            32,
+            self.body_frame(),
+            self.lists(),
+            self.used,
+            self.mark,
+            self.cum_motion,
+        )
         if used < 0:  # no room left: compact (dropping the replaced lists) with room for these and more
             keep = np.ones(self.first.shape[0], dtype=np.bool_)
             self.first, self.stop, self.cand, self.d0, self.used = mesh_kernels.mesh_merge_candidates(
-                keep, self.first, self.stop, self.cand, self.d0, offsets, cand, d0,
-                int(offsets[-1]) + t._spare(self.used))
-            used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, self.first, self.stop, self.cand, self.d0,
-                                                  self.used)
+                keep,
+                self.first,
+                self.stop,
+                self.cand,
+                self.d0,
+                offsets,
+                cand,
+                d0,
+                int(offsets[-1]) + t._spare(self.used),
+            )
+            used = mesh_kernels.mesh_append_lists(
+                idx, offsets, cand, d0, self.first, self.stop, self.cand, self.d0, self.used
+            )
         self.used = used
         stats["mesh_lists_requeried"] = stats.get("mesh_lists_requeried", 0) + int(idx.shape[0])

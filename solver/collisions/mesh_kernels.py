@@ -7,6 +7,7 @@ Per-vertex loops run in ``prange``: every vertex writes only its own slots, the 
 CSR lists is a serial prefix sum afterwards, so the result does not depend on the thread count
 (no atomics, no shared scratch).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,15 @@ from .. import _numba_setup  # noqa: F401  (cache directory before any compilati
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import active_chunks, concatenate_chunks, fill_in_chunks
-from .geometry import (closest_on_triangle, point_segment_distance, point_triangle_distance, segment_plane_gap,
-                       triangle_normal)
+from .geometry import (
+    closest_on_triangle,
+    point_segment_distance,
+    point_triangle_distance,
+    segment_plane_gap,
+    triangle_normal,
+)
 from .hash_grid import boxes_overlapping, cell_hash, finite_box
+
 
 # ----------------------------------------------------------------------------------------------
 # Triangle-mesh collider.
@@ -85,8 +92,7 @@ def mesh_append_lists(idx, new_off, new_cand, new_d0, first, stop, cand, d0, use
 
 
 @njit(**_JIT)
-def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, margin, deflection, seg_b, pad,
-                           active):
+def vertex_travel_segments(x, v, v_prev, inv_mass, frame_dt, max_acceleration, margin, deflection, seg_b, pad, active):
     """Each free vertex's predicted path this frame and the capsule radius around it.
 
     The path is the parabola ``x + v t + a t^2 / 2`` with ``a`` the vertex's velocity change
@@ -152,16 +158,33 @@ def mesh_keep_lists(x, seg_b_new, active, seg_a, seg_b, r_built, need, moved_sin
         keep[i] = False
         if not active[i]:
             continue
-        dev = max(point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
-                                         seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]),
-                  point_segment_distance(seg_b_new[i, 0], seg_b_new[i, 1], seg_b_new[i, 2], seg_a[i, 0],
-                                         seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]))
-        old_len = sqrt((seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2
-                       + (seg_b[i, 2] - seg_a[i, 2]) ** 2)
-        new_len = sqrt((seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2
-                       + (seg_b_new[i, 2] - x[i, 2]) ** 2)
-        keep[i] = (dev + need[i] + moved_since[i] <= r_built[i] and r_built[i] <= 1.5 * need[i] + slack
-                   and old_len <= 1.5 * new_len + need[i])
+        dev = max(
+            point_segment_distance(
+                x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]
+            ),
+            point_segment_distance(
+                seg_b_new[i, 0],
+                seg_b_new[i, 1],
+                seg_b_new[i, 2],
+                seg_a[i, 0],
+                seg_a[i, 1],
+                seg_a[i, 2],
+                seg_b[i, 0],
+                seg_b[i, 1],
+                seg_b[i, 2],
+            ),
+        )
+        old_len = sqrt(
+            (seg_b[i, 0] - seg_a[i, 0]) ** 2 + (seg_b[i, 1] - seg_a[i, 1]) ** 2 + (seg_b[i, 2] - seg_a[i, 2]) ** 2
+        )
+        new_len = sqrt(
+            (seg_b_new[i, 0] - x[i, 0]) ** 2 + (seg_b_new[i, 1] - x[i, 1]) ** 2 + (seg_b_new[i, 2] - x[i, 2]) ** 2
+        )
+        keep[i] = (
+            dev + need[i] + moved_since[i] <= r_built[i]
+            and r_built[i] <= 1.5 * need[i] + slack
+            and old_len <= 1.5 * new_len + need[i]
+        )
 
 
 @njit(inline="always", **_JIT)
@@ -187,8 +210,31 @@ def sort_by_distance(cand, d0, start, stop):
 
 
 @njit(**_JIT)
-def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items, max_cells,
-                     tris, v0, center, rad, stamp, offsets, cand, d0, q_first, q_last, count):
+def _fill_candidates(
+    seg_a,
+    seg_b,
+    pad,
+    radius,
+    active,
+    tlo,
+    thi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tris,
+    v0,
+    center,
+    rad,
+    stamp,
+    offsets,
+    cand,
+    d0,
+    q_first,
+    q_last,
+    count,
+):
     """The loop of :func:`mesh_query_candidates` over vertices ``q_first .. q_last - 1``, into
     fixed buffers; ``offsets[q + 1]`` gets the running ``count``.
 
@@ -210,38 +256,89 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
                 m0 = 0.5 * (seg_a[q, 0] + seg_b[q, 0])
                 m1 = 0.5 * (seg_a[q, 1] + seg_b[q, 1])
                 m2 = 0.5 * (seg_a[q, 2] + seg_b[q, 2])
-                half = 0.5 * sqrt((seg_b[q, 0] - seg_a[q, 0]) ** 2 + (seg_b[q, 1] - seg_a[q, 1]) ** 2
-                                  + (seg_b[q, 2] - seg_a[q, 2]) ** 2)
+                half = 0.5 * sqrt(
+                    (seg_b[q, 0] - seg_a[q, 0]) ** 2
+                    + (seg_b[q, 1] - seg_a[q, 1]) ** 2
+                    + (seg_b[q, 2] - seg_a[q, 2]) ** 2
+                )
                 start = count
-                for e in range(boxes_overlapping(ql, qh, inv, max_cells, table_size, bucket_start, items, tlo, thi,
-                                                 stamp, q, found)):
+                for e in range(
+                    boxes_overlapping(
+                        ql, qh, inv, max_cells, table_size, bucket_start, items, tlo, thi, stamp, q, found
+                    )
+                ):
                     b = found[e]
                     # bounding spheres first: no point of the segment is nearer the midpoint
                     # than half its length, no point of the triangle farther from its centre
                     # than rad (a lower bound of the distance, a few flops)
-                    if sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2
-                            + (m2 - center[b, 2]) ** 2) - rad[b] - half > limit:
+                    if (
+                        sqrt((m0 - center[b, 0]) ** 2 + (m1 - center[b, 1]) ** 2 + (m2 - center[b, 2]) ** 2)
+                        - rad[b]
+                        - half
+                        > limit
+                    ):
                         continue
                     ia, ib, ic = tris[b, 0], tris[b, 1], tris[b, 2]
                     if half > 0.5 * limit:
                         # long segment: the larger of two lower bounds of the segment-triangle
                         # distance, the triangle's bounding sphere against the segment and the
                         # segment's gap to the triangle's plane (d0 is only used as a bound)
-                        dist = point_segment_distance(center[b, 0], center[b, 1], center[b, 2], seg_a[q, 0],
-                                                      seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1],
-                                                      seg_b[q, 2]) - rad[b]
+                        dist = (
+                            point_segment_distance(
+                                center[b, 0],
+                                center[b, 1],
+                                center[b, 2],
+                                seg_a[q, 0],
+                                seg_a[q, 1],
+                                seg_a[q, 2],
+                                seg_b[q, 0],
+                                seg_b[q, 1],
+                                seg_b[q, 2],
+                            )
+                            - rad[b]
+                        )
                         if dist > limit:
                             continue
-                        dist = max(dist, segment_plane_gap(
-                            seg_a[q, 0], seg_a[q, 1], seg_a[q, 2], seg_b[q, 0], seg_b[q, 1], seg_b[q, 2],
-                            v0[ia, 0], v0[ia, 1], v0[ia, 2], v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
-                            v0[ic, 1], v0[ic, 2]))
+                        dist = max(
+                            dist,
+                            segment_plane_gap(
+                                seg_a[q, 0],
+                                seg_a[q, 1],
+                                seg_a[q, 2],
+                                seg_b[q, 0],
+                                seg_b[q, 1],
+                                seg_b[q, 2],
+                                v0[ia, 0],
+                                v0[ia, 1],
+                                v0[ia, 2],
+                                v0[ib, 0],
+                                v0[ib, 1],
+                                v0[ib, 2],
+                                v0[ic, 0],
+                                v0[ic, 1],
+                                v0[ic, 2],
+                            ),
+                        )
                     else:
                         # short segment: the midpoint's distance minus the half length bounds
                         # the segment's from below (d0 is only used as a bound)
-                        dist = point_triangle_distance(m0, m1, m2, v0[ia, 0], v0[ia, 1], v0[ia, 2],
-                                                       v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0],
-                                                       v0[ic, 1], v0[ic, 2]) - half
+                        dist = (
+                            point_triangle_distance(
+                                m0,
+                                m1,
+                                m2,
+                                v0[ia, 0],
+                                v0[ia, 1],
+                                v0[ia, 2],
+                                v0[ib, 0],
+                                v0[ib, 1],
+                                v0[ib, 2],
+                                v0[ic, 0],
+                                v0[ic, 1],
+                                v0[ic, 2],
+                            )
+                            - half
+                        )
                     if dist > limit:
                         continue
                     if count == cand.shape[0]:
@@ -255,22 +352,84 @@ def _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_siz
 
 
 @njit(**_JIT_PARALLEL)
-def _fill_chunks(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items, max_cells, tris, v0,
-                 center, rad, offsets, bounds, resume, counts, stamps, cands, d0s):
+def _fill_chunks(
+    seg_a,
+    seg_b,
+    pad,
+    radius,
+    active,
+    tlo,
+    thi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tris,
+    v0,
+    center,
+    rad,
+    offsets,
+    bounds,
+    resume,
+    counts,
+    stamps,
+    cands,
+    d0s,
+):
     """One :func:`_fill_candidates` per vertex chunk, in parallel, each into its own buffers;
     ``resume[c]`` is where chunk c goes on from (its end when it is done)."""
     for c in prange(bounds.shape[0] - 1):
         if resume[c] < bounds[c + 1]:
-            q, count = _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start,
-                                        items, max_cells, tris, v0, center, rad, stamps[c], offsets, cands[c], d0s[c],
-                                        resume[c], bounds[c + 1], counts[c])
+            q, count = _fill_candidates(
+                seg_a,
+                seg_b,
+                pad,
+                radius,
+                active,
+                tlo,
+                thi,
+                inv,
+                table_size,
+                bucket_start,
+                items,
+                max_cells,
+                tris,
+                v0,
+                center,
+                rad,
+                stamps[c],
+                offsets,
+                cands[c],
+                d0s[c],
+                resume[c],
+                bounds[c + 1],
+                counts[c],
+            )
             resume[c] = q
             counts[c] = count
 
 
 @njit(**_JIT)
-def query_on_this_thread(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items, max_cells,
-                         tris, v0, center, rad, n_active):
+def query_on_this_thread(
+    seg_a,
+    seg_b,
+    pad,
+    radius,
+    active,
+    tlo,
+    thi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tris,
+    v0,
+    center,
+    rad,
+    n_active,
+):
     """:func:`mesh_query_candidates` in one chunk, without a parallel region (for a few vertices:
     starting the parallel kernel, the chunk bookkeeping and buffers grown from 8 entries a vertex
     cost more than their queries). Returns the same (offsets, cand, d0)."""
@@ -278,8 +437,31 @@ def query_on_this_thread(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table
     offsets = np.zeros(seg_a.shape[0] + 1, dtype=np.int64)
     cand = np.empty(max(64, 64 * n_active), dtype=np.int64)
     d0 = np.empty(cand.shape[0])
-    q, count = _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items,
-                                max_cells, tris, v0, center, rad, stamp, offsets, cand, d0, 0, seg_a.shape[0], 0)
+    q, count = _fill_candidates(
+        seg_a,
+        seg_b,
+        pad,
+        radius,
+        active,
+        tlo,
+        thi,
+        inv,
+        table_size,
+        bucket_start,
+        items,
+        max_cells,
+        tris,
+        v0,
+        center,
+        rad,
+        stamp,
+        offsets,
+        cand,
+        d0,
+        0,
+        seg_a.shape[0],
+        0,
+    )
     while q < seg_a.shape[0]:  # full: grow and go on from the vertex that did not fit
         grown = np.empty(3 * cand.shape[0], dtype=np.int64)
         grown[:count] = cand[:count]
@@ -288,15 +470,38 @@ def query_on_this_thread(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table
         grown_d0[:count] = d0[:count]
         d0 = grown_d0
         stamp[:] = -1
-        q, count = _fill_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size, bucket_start, items,
-                                    max_cells, tris, v0, center, rad, stamp, offsets, cand, d0, q, seg_a.shape[0],
-                                    count)
+        q, count = _fill_candidates(
+            seg_a,
+            seg_b,
+            pad,
+            radius,
+            active,
+            tlo,
+            thi,
+            inv,
+            table_size,
+            bucket_start,
+            items,
+            max_cells,
+            tris,
+            v0,
+            center,
+            rad,
+            stamp,
+            offsets,
+            cand,
+            d0,
+            q,
+            seg_a.shape[0],
+            count,
+        )
     return offsets, cand[:count], d0[:count]
 
 
 @njit(**_JIT)
-def requery_lost(lost, x_start, x_pred, remaining, h, margin, deflection, grid, max_cells, body, lists, used, mark,
-                 cum_motion):
+def requery_lost(
+    lost, x_start, x_pred, remaining, h, margin, deflection, grid, max_cells, body, lists, used, mark, cum_motion
+):
     """The narrow phase's re-query of its ``lost`` vertices in one call: their capsules
     (:func:`requery_capsules`), their lists (:func:`query_on_this_thread`), appended to the list
     storage (:func:`mesh_append_lists`) and the capsule recorded for each.
@@ -314,9 +519,25 @@ def requery_lost(lost, x_start, x_pred, remaining, h, margin, deflection, grid, 
     first, stop, cand, d0, seg_a_all, seg_b_all, r_built, base_shift = lists
     idx, seg_a, seg_b, pad = requery_capsules(lost, x_start, x_pred, remaining, h, margin, deflection)
     active = np.ones(idx.shape[0], dtype=np.bool_)
-    offsets, new_cand, new_d0 = query_on_this_thread(seg_a, seg_b, pad, radius, active, tlo, thi, inv, table_size,
-                                                     bucket_start, items, max_cells, tris, v0, center, rad,
-                                                     idx.shape[0])
+    offsets, new_cand, new_d0 = query_on_this_thread(
+        seg_a,
+        seg_b,
+        pad,
+        radius,
+        active,
+        tlo,
+        thi,
+        inv,
+        table_size,
+        bucket_start,
+        items,
+        max_cells,
+        tris,
+        v0,
+        center,
+        rad,
+        idx.shape[0],
+    )
     for k in range(idx.shape[0]):
         i = idx[k]
         for d in range(3):
@@ -329,8 +550,25 @@ def requery_lost(lost, x_start, x_pred, remaining, h, margin, deflection, grid, 
     return new_used, idx, offsets, new_cand, new_d0
 
 
-def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table_size, bucket_start, items,
-                          max_cells, tris, v0, center, rad, chunks):
+def mesh_query_candidates(
+    seg_a,
+    seg_b,
+    pad,
+    radius,
+    active,
+    tlo,
+    thi,
+    cell,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tris,
+    v0,
+    center,
+    rad,
+    chunks,
+):
     """Candidate triangles of every active vertex: CSR (offsets, cand, d0), each vertex's list
     sorted by d0 (nearest first).
 
@@ -354,18 +592,53 @@ def mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, tab
     chunks = bounds.shape[0] - 1
     n_active = int(np.count_nonzero(active))
     if chunks == 1:
-        return query_on_this_thread(seg_a, seg_b, pad, radius, active, tlo, thi, 1.0 / cell, table_size, bucket_start,
-                                    items, max_cells, tris, v0, center, rad, n_active)
+        return query_on_this_thread(
+            seg_a,
+            seg_b,
+            pad,
+            radius,
+            active,
+            tlo,
+            thi,
+            1.0 / cell,
+            table_size,
+            bucket_start,
+            items,
+            max_cells,
+            tris,
+            v0,
+            center,
+            rad,
+            n_active,
+        )
     cap = max(16, (8 * n_active) // chunks)  # allocate for the vertices asked for, not for all
     stamps = np.full((chunks, tlo.shape[0]), -1, dtype=np.int64)
     offsets = np.zeros(seg_a.shape[0] + 1, dtype=np.int64)
-    inputs = (seg_a, seg_b, pad, radius, active, tlo, thi, 1.0 / cell, table_size, bucket_start, items, max_cells, tris,
-              v0, center, rad, offsets)
-    buffers, counts = fill_in_chunks(_fill_chunks, inputs, bounds,
-                                     [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap))], stamps)
+    inputs = (
+        seg_a,
+        seg_b,
+        pad,
+        radius,
+        active,
+        tlo,
+        thi,
+        1.0 / cell,
+        table_size,
+        bucket_start,
+        items,
+        max_cells,
+        tris,
+        v0,
+        center,
+        rad,
+        offsets,
+    )
+    buffers, counts = fill_in_chunks(
+        _fill_chunks, inputs, bounds, [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap))], stamps
+    )
     base = np.concatenate([[0], np.cumsum(counts)])
     for c in range(chunks):  # chunk c's offsets count from its own start
-        offsets[bounds[c] + 1:bounds[c + 1] + 1] += base[c]
+        offsets[bounds[c] + 1 : bounds[c + 1] + 1] += base[c]
     cand, d0 = concatenate_chunks(buffers, counts)
     return offsets, cand, d0
 
@@ -393,8 +666,20 @@ def mesh_closest_points(points, radius, tris, verts, cell, table_size, bucket_st
         for s in range(bucket_start[h], bucket_start[h + 1]):
             t = items[s]
             ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-            u, v, w = closest_on_triangle(p0, p1, p2, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                          verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+            u, v, w = closest_on_triangle(
+                p0,
+                p1,
+                p2,
+                verts[ia, 0],
+                verts[ia, 1],
+                verts[ia, 2],
+                verts[ib, 0],
+                verts[ib, 1],
+                verts[ib, 2],
+                verts[ic, 0],
+                verts[ic, 1],
+                verts[ic, 2],
+            )
             e0 = p0 - (u * verts[ia, 0] + v * verts[ib, 0] + w * verts[ic, 0])
             e1 = p1 - (u * verts[ia, 1] + v * verts[ib, 1] + w * verts[ic, 1])
             e2 = p2 - (u * verts[ia, 2] + v * verts[ib, 2] + w * verts[ic, 2])
@@ -403,8 +688,17 @@ def mesh_closest_points(points, radius, tris, verts, cell, table_size, bucket_st
                 best = d2
                 best_t[q] = t
                 bary[q, 0], bary[q, 1], bary[q, 2] = u, v, w
-                n0, n1, n2 = triangle_normal(verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0], verts[ib, 1],
-                                             verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+                n0, n1, n2 = triangle_normal(
+                    verts[ia, 0],
+                    verts[ia, 1],
+                    verts[ia, 2],
+                    verts[ib, 0],
+                    verts[ib, 1],
+                    verts[ib, 2],
+                    verts[ic, 0],
+                    verts[ic, 1],
+                    verts[ic, 2],
+                )
                 side[q] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
         if best_t[q] >= 0:
             dist[q] = sqrt(best)

@@ -11,6 +11,7 @@ and the contact rows written (:class:`.contacts.ContactRows`).
 Per-vertex loops run in ``prange``: every vertex writes only its own slots, the compaction into
 contact rows is a serial prefix sum afterwards, so the result does not depend on the thread count.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ class CandidateLists(NamedTuple):
     """A cloth's candidate triangles per vertex (CSR ``cand[first[i]:stop[i]]``, sorted by ``d0``,
     a lower bound of their distance to the segment [seg_a, seg_b] the list was built around, of
     reach ``r_built``; ``base_shift`` the collider's motion since)."""
+
     first: np.ndarray
     stop: np.ndarray
     cand: np.ndarray
@@ -51,6 +53,7 @@ class BodyFrame(NamedTuple):
     """The body over this frame: triangles, positions at the start and end, the triangles' bounding
     spheres at the start, edge neighbours, the largest vertex motion this frame and the motion
     bound summed over the frames before (m)."""
+
     tris: np.ndarray
     v0: np.ndarray
     v1: np.ndarray
@@ -63,6 +66,7 @@ class BodyFrame(NamedTuple):
 
 class NarrowCaches(NamedTuple):
     """A cloth's per-vertex state of the narrow phase that outlives a substep (see :func:`mesh_narrow_phase`)."""
+
     side: np.ndarray
     path: np.ndarray
     path_prev: np.ndarray
@@ -77,6 +81,7 @@ class NarrowCaches(NamedTuple):
 
 class NarrowScratch(NamedTuple):
     """Per-vertex results of one narrow-phase pass (``lost``: to re-query; the rest counted)."""
+
     lost: np.ndarray
     hit: np.ndarray
     res: np.ndarray
@@ -87,14 +92,38 @@ class NarrowScratch(NamedTuple):
 
 @njit(inline="always", **_JIT)
 def _interp(verts, v1, idx, t_frac):
-    return (verts[idx, 0] + t_frac * (v1[idx, 0] - verts[idx, 0]),
-            verts[idx, 1] + t_frac * (v1[idx, 1] - verts[idx, 1]),
-            verts[idx, 2] + t_frac * (v1[idx, 2] - verts[idx, 2]))
+    return (
+        verts[idx, 0] + t_frac * (v1[idx, 0] - verts[idx, 0]),
+        verts[idx, 1] + t_frac * (v1[idx, 1] - verts[idx, 1]),
+        verts[idx, 2] + t_frac * (v1[idx, 2] - verts[idx, 2]),
+    )
 
 
 @njit(inline="always", **_JIT)
-def _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, verts, t_frac, v1, shift, limit, center, rad,
-                         motion, seed_t, seed_u, seed_v, seed_w, seed_d2):
+def _mesh_closest_within(
+    p0,
+    p1,
+    p2,
+    first,
+    stop,
+    cand,
+    d0,
+    i,
+    tris,
+    verts,
+    t_frac,
+    v1,
+    shift,
+    limit,
+    center,
+    rad,
+    motion,
+    seed_t,
+    seed_u,
+    seed_v,
+    seed_w,
+    seed_d2,
+):
     """Closest candidate triangle of vertex i within ``limit`` (collider at t_frac), or t = -1.
 
     Each vertex's candidates are sorted by ``d0``, their distance when the list was built;
@@ -184,26 +213,94 @@ def mesh_frame_sides(x, lists, body, shortcuts, one_sided, standing, near_t, sid
             t = near_t[i]
             if t >= 0:
                 ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-                u, v, w, d2 = closest_on_triangle_d2(x[i, 0], x[i, 1], x[i, 2], v0[ia, 0], v0[ia, 1], v0[ia, 2],
-                                                     v0[ib, 0], v0[ib, 1], v0[ib, 2], v0[ic, 0], v0[ic, 1], v0[ic, 2])
-                if certified_walk(x[i, 0], x[i, 1], x[i, 2], t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
-                                  CERTIFIED_WALK_STEPS)[5]:
+                u, v, w, d2 = closest_on_triangle_d2(
+                    x[i, 0],
+                    x[i, 1],
+                    x[i, 2],
+                    v0[ia, 0],
+                    v0[ia, 1],
+                    v0[ia, 2],
+                    v0[ib, 0],
+                    v0[ib, 1],
+                    v0[ib, 2],
+                    v0[ic, 0],
+                    v0[ic, 1],
+                    v0[ic, 2],
+                )
+                if certified_walk(
+                    x[i, 0], x[i, 1], x[i, 2], t, u, v, w, d2, tris, v0, tnorm, cert, nbr, CERTIFIED_WALK_STEPS
+                )[5]:
                     side[i] = 1.0
                     continue
             cell, off = grid_cell(x[i, 0], x[i, 1], x[i, 2], dbounds, dorigin, dinv)
         if cell >= 0 and cell_reach[cell] >= 0.0:
-            t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], cell_first, cell_stop, cell_cand,
-                                                  cell_d0, cell, tris, v0, 0.0, v1, off, math.inf, center, rad, 0.0,
-                                                  -1, 0.0, 0.0, 0.0, 0.0)
+            t, u, v, w, d2, _ = _mesh_closest_within(
+                x[i, 0],
+                x[i, 1],
+                x[i, 2],
+                cell_first,
+                cell_stop,
+                cell_cand,
+                cell_d0,
+                cell,
+                tris,
+                v0,
+                0.0,
+                v1,
+                off,
+                math.inf,
+                center,
+                rad,
+                0.0,
+                -1,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+            )
             if t < 0:
                 continue
         else:
             if stop[i] == first[i]:
                 continue
-            shift = point_segment_distance(x[i, 0], x[i, 1], x[i, 2], seg_a[i, 0], seg_a[i, 1], seg_a[i, 2],
-                                           seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]) + base_shift[i]
-            t, u, v, w, d2, _ = _mesh_closest_within(x[i, 0], x[i, 1], x[i, 2], first, stop, cand, d0, i, tris, v0,
-                                                  0.0, v1, shift, math.inf, center, rad, 0.0, -1, 0.0, 0.0, 0.0, 0.0)
+            shift = (
+                point_segment_distance(
+                    x[i, 0],
+                    x[i, 1],
+                    x[i, 2],
+                    seg_a[i, 0],
+                    seg_a[i, 1],
+                    seg_a[i, 2],
+                    seg_b[i, 0],
+                    seg_b[i, 1],
+                    seg_b[i, 2],
+                )
+                + base_shift[i]
+            )
+            t, u, v, w, d2, _ = _mesh_closest_within(
+                x[i, 0],
+                x[i, 1],
+                x[i, 2],
+                first,
+                stop,
+                cand,
+                d0,
+                i,
+                tris,
+                v0,
+                0.0,
+                v1,
+                shift,
+                math.inf,
+                center,
+                rad,
+                0.0,
+                -1,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+            )
             if t < 0 or sqrt(d2) > r_built[i] - shift:
                 continue
         side[i] = 1.0
@@ -219,8 +316,25 @@ def mesh_frame_sides(x, lists, body, shortcuts, one_sided, standing, near_t, sid
 
 
 @njit(**_JIT_PARALLEL)
-def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, shortcuts, rows, t_start, t_end, radius,
-                      mu_s, mu_k, only_lost, standing, offset):
+def mesh_narrow_phase(
+    x_start,
+    x_pred,
+    inv_mass,
+    lists,
+    body,
+    caches,
+    scratch,
+    shortcuts,
+    rows,
+    t_start,
+    t_end,
+    radius,
+    mu_s,
+    mu_k,
+    only_lost,
+    standing,
+    offset,
+):
     """One contact per vertex against its closest candidate triangle at the substep end.
 
     A vertex on its frame-start side gets the normal (x - q)/|x - q| (smooth over edges and
@@ -298,8 +412,11 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
         if only_lost and not lost[i]:
             continue  # the result of the previous pass stands
         if not only_lost:
-            path[i] += sqrt((x_start[i, 0] - path_prev[i, 0]) ** 2 + (x_start[i, 1] - path_prev[i, 1]) ** 2
-                            + (x_start[i, 2] - path_prev[i, 2]) ** 2)
+            path[i] += sqrt(
+                (x_start[i, 0] - path_prev[i, 0]) ** 2
+                + (x_start[i, 1] - path_prev[i, 1]) ** 2
+                + (x_start[i, 2] - path_prev[i, 2]) ** 2
+            )
             path_prev[i, 0], path_prev[i, 1], path_prev[i, 2] = x_start[i, 0], x_start[i, 1], x_start[i, 2]
         lost[i] = False
         hit[i] = 0
@@ -311,8 +428,11 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
         p0, p1, p2 = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
         travel = sqrt((p0 - x_start[i, 0]) ** 2 + (p1 - x_start[i, 1]) ** 2 + (p2 - x_start[i, 2]) ** 2)
         if clear[i] >= 0.0:
-            bound = clear[i] - sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2
-                                    + (p2 - clear_pos[i, 2]) ** 2) - (now - clear_mark[i])
+            bound = (
+                clear[i]
+                - sqrt((p0 - clear_pos[i, 0]) ** 2 + (p1 - clear_pos[i, 1]) ** 2 + (p2 - clear_pos[i, 2]) ** 2)
+                - (now - clear_mark[i])
+            )
             if bound > 2.0 * radius + travel:
                 hit[i] = -1  # skipped: counted below
                 continue
@@ -336,8 +456,13 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
             dev = cell_off
             outside = cell_reach[cell] - cell_off  # every triangle not in it is at least this far
         else:
-            dev = point_segment_distance(p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1],
-                                         seg_b[i, 2]) + base_shift[i] + motion * t_end
+            dev = (
+                point_segment_distance(
+                    p0, p1, p2, seg_a[i, 0], seg_a[i, 1], seg_a[i, 2], seg_b[i, 0], seg_b[i, 1], seg_b[i, 2]
+                )
+                + base_shift[i]
+                + motion * t_end
+            )
             outside = r_built[i] - dev  # every triangle not in the list is at least this far
         best_t = -1
         d2 = 1e300
@@ -347,16 +472,20 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
         seed = -1
         limit = 2.0 * radius + travel + path[i] + motion * t_end + 1e-9
         if near_t[i] >= 0 and (standing or stop[i] > first[i]):
-            other = near_other[i] - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2
-                                         + (p2 - near_pos[i, 2]) ** 2) - (now - near_mark[i])
+            other = (
+                near_other[i]
+                - sqrt((p0 - near_pos[i, 0]) ** 2 + (p1 - near_pos[i, 1]) ** 2 + (p2 - near_pos[i, 2]) ** 2)
+                - (now - near_mark[i])
+            )
             t = near_t[i]
             a0, a1, a2 = _interp(v0, v1, tris[t, 0], t_end)
             b0, b1, b2 = _interp(v0, v1, tris[t, 1], t_end)
             c0, c1, c2 = _interp(v0, v1, tris[t, 2], t_end)
             u, v, w, d2 = closest_on_triangle_d2(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)  # as the scan does
             if standing:
-                t, u, v, w, d2, certified[i] = certified_walk(p0, p1, p2, t, u, v, w, d2, tris, v0, tnorm, cert, nbr,
-                                                              CERTIFIED_WALK_STEPS)
+                t, u, v, w, d2, certified[i] = certified_walk(
+                    p0, p1, p2, t, u, v, w, d2, tris, v0, tnorm, cert, nbr, CERTIFIED_WALK_STEPS
+                )
             if certified[i]:
                 best_t = t
                 lower = sqrt(d2)  # every other triangle is at least as far
@@ -373,12 +502,55 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
         answered = cached or certified[i]
         if not answered and cell >= 0:
             cell_scan[i] = True
-            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, cell_first, cell_stop, cell_cand, cell_d0,
-                                                              cell, tris, v0, t_end, v1, dev, limit, center, rad,
-                                                              motion, seed, u, v, w, d2)
+            best_t, u, v, w, d2, lower = _mesh_closest_within(
+                p0,
+                p1,
+                p2,
+                cell_first,
+                cell_stop,
+                cell_cand,
+                cell_d0,
+                cell,
+                tris,
+                v0,
+                t_end,
+                v1,
+                dev,
+                limit,
+                center,
+                rad,
+                motion,
+                seed,
+                u,
+                v,
+                w,
+                d2,
+            )
         elif not answered and (stop[i] > first[i] or seed >= 0):
-            best_t, u, v, w, d2, lower = _mesh_closest_within(p0, p1, p2, first, stop, cand, d0, i, tris, v0, t_end,
-                                                              v1, dev, limit, center, rad, motion, seed, u, v, w, d2)
+            best_t, u, v, w, d2, lower = _mesh_closest_within(
+                p0,
+                p1,
+                p2,
+                first,
+                stop,
+                cand,
+                d0,
+                i,
+                tris,
+                v0,
+                t_end,
+                v1,
+                dev,
+                limit,
+                center,
+                rad,
+                motion,
+                seed,
+                u,
+                v,
+                w,
+                d2,
+            )
         found = sqrt(d2) if best_t >= 0 else 1e300
         if outside < min(found, radius + travel):
             lost[i] = True
@@ -421,12 +593,20 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
             sa0, sa1, sa2 = _interp(v0, v1, tris[t, 0], t_start)
             sb0, sb1, sb2 = _interp(v0, v1, tris[t, 1], t_start)
             sc0, sc1, sc2 = _interp(v0, v1, tris[t, 2], t_start)
-            us, vs, ws = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], sa0, sa1, sa2, sb0, sb1, sb2,
-                                             sc0, sc1, sc2)
+            us, vs, ws = closest_on_triangle(
+                x_start[i, 0], x_start[i, 1], x_start[i, 2], sa0, sa1, sa2, sb0, sb1, sb2, sc0, sc1, sc2
+            )
             sn0, sn1, sn2 = triangle_normal(sa0, sa1, sa2, sb0, sb1, sb2, sc0, sc1, sc2)
-            s = 1.0 if (sn0 * (x_start[i, 0] - (us * sa0 + vs * sb0 + ws * sc0))
-                        + sn1 * (x_start[i, 1] - (us * sa1 + vs * sb1 + ws * sc1))
-                        + sn2 * (x_start[i, 2] - (us * sa2 + vs * sb2 + ws * sc2))) >= 0.0 else -1.0
+            s = (
+                1.0
+                if (
+                    sn0 * (x_start[i, 0] - (us * sa0 + vs * sb0 + ws * sc0))
+                    + sn1 * (x_start[i, 1] - (us * sa1 + vs * sb1 + ws * sc1))
+                    + sn2 * (x_start[i, 2] - (us * sa2 + vs * sb2 + ws * sc2))
+                )
+                >= 0.0
+                else -1.0
+            )
             if found <= outside:  # the closest face of the whole mesh: the side stands for the frame
                 side[i] = s
         dist = found
@@ -440,7 +620,7 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
         else:
             n0, n1, n2 = s * fn0, s * fn1, s * fn2
             C = s * along - radius
-        if C > travel + radius:
+        if travel + radius < C:
             continue
         hit[i] = 1
         res[i, 0] = n0
@@ -477,8 +657,27 @@ def mesh_narrow_phase(x_start, x_pred, inv_mass, lists, body, caches, scratch, s
             n_certified += 1
         if hit[i] != 1:
             continue
-        count = emit_contact(count, i, res[i, 0], res[i, 1], res[i, 2], res[i, 3], res[i, 4], res[i, 5], radius,
-                             res[i, 6], res[i, 7], res[i, 8], mu_s, mu_k, c_vertex, c_normal, c_point, c_radius,
-                             c_disp, c_mu_s, c_mu_k)
+        count = emit_contact(
+            count,
+            i,
+            res[i, 0],
+            res[i, 1],
+            res[i, 2],
+            res[i, 3],
+            res[i, 4],
+            res[i, 5],
+            radius,
+            res[i, 6],
+            res[i, 7],
+            res[i, 8],
+            mu_s,
+            mu_k,
+            c_vertex,
+            c_normal,
+            c_point,
+            c_radius,
+            c_disp,
+            c_mu_s,
+            c_mu_k,
+        )
     return count, n_lost, n_skipped, n_cached, n_certified, n_cell
-

@@ -20,6 +20,7 @@ Candidates are found at most once per frame in the usual case: the list holds th
 than ``d + margin`` and stays valid while every vertex stays within ``margin / 2`` of where it was
 at the detection, up to a common translation (a falling or carried garment keeps its list).
 """
+
 from __future__ import annotations
 
 import math
@@ -79,8 +80,17 @@ class CollisionWorld:
     with two rounds, in none with four.
     """
 
-    def __init__(self, cloths, collisions=None, *, layer_mass_scale: float = 4.0, contact_rounds: int = 4,
-                 margin_m: float | None = None, count_intersections: bool = False, edge_edge: bool = True):
+    def __init__(
+        self,
+        cloths,
+        collisions=None,
+        *,
+        layer_mass_scale: float = 4.0,
+        contact_rounds: int = 4,
+        margin_m: float | None = None,
+        count_intersections: bool = False,
+        edge_edge: bool = True,
+    ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
             raise ClothInputError("CollisionWorld needs a non-empty list of Cloth objects")
@@ -97,8 +107,9 @@ class CollisionWorld:
             s.validate(f"cloth {k}")
         key = {(c.settings.substeps, c.settings.iterations, c.settings.fps) for c in self.cloths}
         if len(key) != 1:
-            raise ClothInputError("the cloths of one CollisionWorld must share substeps, iterations and fps "
-                                  f"(got {sorted(key)})")
+            raise ClothInputError(
+                f"the cloths of one CollisionWorld must share substeps, iterations and fps (got {sorted(key)})"
+            )
         if not (math.isfinite(layer_mass_scale) and layer_mass_scale >= 1.0):
             raise ClothInputError(f"layer_mass_scale must be finite and >= 1, got {layer_mass_scale}")
         if not (isinstance(contact_rounds, (int, np.integer)) and contact_rounds >= 1):
@@ -126,22 +137,26 @@ class CollisionWorld:
         tris = np.concatenate([c.topology.triangles + self.offsets[k] for k, c in enumerate(self.cloths)])
         tris = tris[~np.concatenate([c.topology.degenerate_triangle for c in self.cloths])]
         edges = np.concatenate([c.topology.edges + self.offsets[k] for k, c in enumerate(self.cloths)])
-        per_vertex = lambda values, dtype: np.repeat(np.asarray(values, dtype=dtype), sizes)  # noqa: E731
+        per_vertex = lambda values, dtype: np.repeat(np.asarray(values, dtype=dtype), sizes)
         excl_offsets, excl = two_hop_lists(n, np.ascontiguousarray(edges, dtype=np.int64))
         self.mesh = cc.ContactMesh(
-            tris=np.ascontiguousarray(tris, dtype=np.int64), edges=np.ascontiguousarray(edges, dtype=np.int64),
+            tris=np.ascontiguousarray(tris, dtype=np.int64),
+            edges=np.ascontiguousarray(edges, dtype=np.int64),
             thickness=per_vertex([s.thickness_m for s in self.collisions], np.float64),
             layer=per_vertex([s.layer for s in self.collisions], np.int64),
             cloth=per_vertex(range(len(self.cloths)), np.int64),
             friction=per_vertex([s.friction for s in self.collisions], np.float64),
             self_ok=np.array([s.self_collision for s in self.collisions], dtype=np.bool_),
             cross_ok=np.array([s.collide_with_cloths for s in self.collisions], dtype=np.bool_),
-            excl_offsets=excl_offsets, excl=excl,
-            rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])))
+            excl_offsets=excl_offsets,
+            excl=excl,
+            rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])),
+        )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
         self.edge_length = edge_len
-        self.margin_m = (max(2.0 * float(self.mesh.thickness.max()), 0.5 * edge_len) if margin_m is None
-                         else float(margin_m))
+        self.margin_m = (
+            max(2.0 * float(self.mesh.thickness.max()), 0.5 * edge_len) if margin_m is None else float(margin_m)
+        )
         if not (math.isfinite(self.margin_m) and self.margin_m > 0.0):
             raise ClothInputError(f"margin_m must be finite and > 0, got {margin_m}")
         self._cand: cc.Candidates | None = None
@@ -206,13 +221,39 @@ class CollisionWorld:
         m, cand = self.mesh, self._cand
         pushed = 0
         if self._vt_rows.shape[0]:
-            pushed += cc.solve_vertex_triangle(self.x, self.x_start, self.inv_mass, m.tris, m.thickness, m.layer,
-                                               m.friction, self.layer_mass_scale, cand.vt_vertex, cand.vt_triangle,
-                                               cand.vt_side, cand.vt_held, self._vt_rows, self._vt_lam)
+            pushed += cc.solve_vertex_triangle(
+                self.x,
+                self.x_start,
+                self.inv_mass,
+                m.tris,
+                m.thickness,
+                m.layer,
+                m.friction,
+                self.layer_mass_scale,
+                cand.vt_vertex,
+                cand.vt_triangle,
+                cand.vt_side,
+                cand.vt_held,
+                self._vt_rows,
+                self._vt_lam,
+            )
         if self._ee_rows.shape[0]:
-            pushed += cc.solve_edge_edge(self.x, self.x_start, self.inv_mass, m.edges, m.thickness, m.layer,
-                                         m.friction, self.layer_mass_scale, cand.ee_a, cand.ee_b, cand.ee_side,
-                                         cand.ee_held, self._ee_rows, self._ee_lam)
+            pushed += cc.solve_edge_edge(
+                self.x,
+                self.x_start,
+                self.inv_mass,
+                m.edges,
+                m.thickness,
+                m.layer,
+                m.friction,
+                self.layer_mass_scale,
+                cand.ee_a,
+                cand.ee_b,
+                cand.ee_side,
+                cand.ee_held,
+                self._ee_rows,
+                self._ee_lam,
+            )
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
 
@@ -226,8 +267,9 @@ class CollisionWorld:
         every cloth back (:class:`SimulationError` naming it)."""
         targets = [None] * len(self.cloths) if pin_targets is None else list(pin_targets)
         if len(targets) != len(self.cloths):
-            raise ClothInputError(f"pin_targets: {len(self.cloths)} entries expected (one per cloth), "
-                                  f"got {len(targets)}")
+            raise ClothInputError(
+                f"pin_targets: {len(self.cloths)} entries expected (one per cloth), got {len(targets)}"
+            )
         if not _SOLVER_LOCK.acquire(blocking=False):
             raise RuntimeError("the Selvedge solver is already running in another thread; step one world at a time")
         try:
@@ -240,8 +282,10 @@ class CollisionWorld:
         self._timings = {}
         self.last_stats = {"detections": 0, "vertex_triangle_active_max": 0, "edge_edge_active_max": 0, "pushes": 0}
         t_frame = time.perf_counter()
-        phases = [c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False)
-                  for c, s in zip(self.cloths, states)]
+        phases = [
+            c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False)
+            for c, s in zip(self.cloths, states)
+        ]
         while True:
             tags = [next(p, None) for p in phases]
             if tags[0] is None:
@@ -259,8 +303,9 @@ class CollisionWorld:
             raise SimulationError(f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)")
         if self.count_intersections:
             t0 = time.perf_counter()
-            self.last_stats["intersections"] = int(_count_intersections(self.x, self.mesh.tris, self.mesh.cloth,
-                                                                        self.mesh.excl_offsets, self.mesh.excl))
+            self.last_stats["intersections"] = int(
+                _count_intersections(self.x, self.mesh.tris, self.mesh.cloth, self.mesh.excl_offsets, self.mesh.excl)
+            )
             self._tick("intersection_count", time.perf_counter() - t0)
         if self._cand is not None:
             self.last_stats["vertex_triangle_candidates"] = int(self._cand.vt_vertex.shape[0])

@@ -6,14 +6,15 @@
   gives, x(t) = (s / k) (t - (1 - exp(-k t)) / k) (sewing forces are internal: they cannot move it).
 * Pressure on an open mesh: a clear error, nothing written.
 """
+
 import math
 
+import blender_scenes
 import bpy
 import numpy as np
 import pytest
-
-import blender_scenes
 from blender_scenes import fresh_blender, mesh_co
+
 from selvedge import solver
 
 FIRST, LAST = 1, 13
@@ -113,7 +114,11 @@ def test_shape_and_pressure_properties_map_to_the_solver_with_blenders_meaning()
     s.use_pressure_volume, s.target_volume = True, 2.0
     p = s2s.pressure_from_settings(s)
     assert (p.uniform_pressure_force, p.pressure_factor, p.use_pressure_volume, p.target_volume) == (
-        0.5, 300.0, True, 2.0)
+        0.5,
+        300.0,
+        True,
+        2.0,
+    )
     s.use_sewing_springs, s.sewing_force_max, s.sewing_closing_time, s.seam_mode = True, 2.5, 0.5, "STIFF"
     sewing = s2s.sewing_from_settings(s, np.array([[0, 5]]))
     assert (sewing.sewing_force_max, sewing.closing_time_s, sewing.seam) == (2.5, 0.5, "stiff")

@@ -3,10 +3,11 @@
 Intersections are counted by the independent reference of ``intersection_reference.py``
 (scipy KD-tree + NumPy segment-triangle tests, not the solver's contact code) at every frame end.
 """
+
 import numpy as np
 import pytest
-
 from intersection_reference import crossing_count
+
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Capsule, Colliders, Plane, Sphere
 from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
@@ -37,8 +38,12 @@ def _run(world, frames, targets=None):
 
 
 def _sphere_cloth(pos, faces):
-    return Cloth(pos, faces, settings=SolverSettings(substeps=20),
-                 contact_handler=Colliders([Sphere(0.3, position=(0, 0, 0))], cloth_thickness=THICKNESS))
+    return Cloth(
+        pos,
+        faces,
+        settings=SolverSettings(substeps=20),
+        contact_handler=Colliders([Sphere(0.3, position=(0, 0, 0))], cloth_thickness=THICKNESS),
+    )
 
 
 def test_two_sheets_dropped_onto_a_sphere_never_cross():
@@ -58,6 +63,7 @@ def test_sheet_dropped_on_a_sheet_resting_on_a_sphere_pushes_it_down():
     on it (its mean height drops below the height it has alone at the same frame: measured up
     to ~7 mm at the landing) and the upper one stays outside it: no crossing at any frame, and
     at the top the upper sheet lies a contact gap above the lower."""
+
     def run(with_upper):
         lower = _sphere_cloth(*_sheet(0.31, n=20, size=0.9))
         cloths = [lower] + ([_sphere_cloth(*_sheet(0.45, n=20, size=0.9, rot=0.3))] if with_upper else [])
@@ -127,9 +133,12 @@ def test_strip_folded_onto_itself_never_crosses():
     x[flap, 2] = THICKNESS + (u[flap] - crease)
     v = np.zeros_like(x)
     v[flap, 0] = -4.0 * (u[flap] - crease)
-    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=20),
-                  contact_handler=Colliders([Plane(friction_static=0.5, friction_kinetic=0.4)],
-                                            cloth_thickness=THICKNESS))
+    cloth = Cloth(
+        pos,
+        faces,
+        settings=SolverSettings(substeps=20),
+        contact_handler=Colliders([Plane(friction_static=0.5, friction_kinetic=0.4)], cloth_thickness=THICKNESS),
+    )
     cloth.set_positions(x, v)
     world = CollisionWorld([cloth])
     counts, _ = _run(world, 40)
@@ -148,8 +157,9 @@ def test_cape_on_a_rotating_body_never_crosses():
     top = pos[:, 1] < 1e-9
     body = Capsule(0.15, 0.3, name="body", position=(0, 0, 1.0))
     contacts = Colliders([body], cloth_thickness=THICKNESS)
-    cloth = Cloth(cape, faces, settings=SolverSettings(substeps=20), pin_weights=top.astype(float),
-                  contact_handler=contacts)
+    cloth = Cloth(
+        cape, faces, settings=SolverSettings(substeps=20), pin_weights=top.astype(float), contact_handler=contacts
+    )
     world = CollisionWorld([cloth])
     rest_top = cape[top].copy()
 

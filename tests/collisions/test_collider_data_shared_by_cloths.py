@@ -5,6 +5,7 @@ hash grids, a standing body's certificates, distance bounds and cell lists), and
 as it does over a body built for it alone: the reference is three separate runs, each with its
 own proxy and so its own build.
 """
+
 import numpy as np
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh

@@ -1,5 +1,6 @@
 """The colliders' public snapshot (``Colliders.snapshot()``): what code outside the collision layer
 (the learned network's world edges) reads, as read-only copies of the poses given."""
+
 import numpy as np
 import pytest
 
@@ -9,9 +10,15 @@ from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 def test_snapshot_holds_the_poses_given_and_cannot_be_written():
     body_v, body_t = uv_ellipsoid_mesh(0.25, 12, 6, np.array([0.0, 0.0, 0.0]))
-    handler = Colliders([Plane(name="floor", thickness=0.001), Sphere(0.1, name="head", position=(0, 0, 1.6)),
-                         SDFGrid(body_v, body_t, 0.05, name="rigid"), TriangleMesh(body_v, body_t, name="body")],
-                        cloth_thickness=0.004)
+    handler = Colliders(
+        [
+            Plane(name="floor", thickness=0.001),
+            Sphere(0.1, name="head", position=(0, 0, 1.6)),
+            SDFGrid(body_v, body_t, 0.05, name="rigid"),
+            TriangleMesh(body_v, body_t, name="body"),
+        ],
+        cloth_thickness=0.004,
+    )
     handler.set_transform("head", (0.0, 0.1, 1.7), (0.0, 1.0, 0.0, 0.0))
     moved = body_v + [0.0, 0.0, 0.02]
     handler.set_mesh_positions("body", moved)

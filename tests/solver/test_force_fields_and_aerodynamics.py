@@ -5,6 +5,7 @@ here in NumPy, on points and settings the kernel never saw), the analytic veloci
 under a constant force with linear drag (Flow), and the terminal velocity of a plate falling
 flat, m g = rho C_D A v^2 / 2, against free fall edge-on.
 """
+
 import numpy as np
 import pytest
 
@@ -56,13 +57,32 @@ def _reference_acceleration(f: ForceField, p):
 
 
 CASES = [
-    ForceField("force", location=(0.3, -0.2, 0.1), strength=-4.0, falloff_power=2.0, use_max_distance=True,
-               distance_max=1.5),
+    ForceField(
+        "force", location=(0.3, -0.2, 0.1), strength=-4.0, falloff_power=2.0, use_max_distance=True, distance_max=1.5
+    ),
     ForceField("force", strength=3.0, falloff_power=1.5, use_min_distance=True, distance_min=0.4, weight=0.5),
-    ForceField("wind", direction=(1.0, 1.0, 0.0), strength=2.0, shape="plane", falloff_type="tube", falloff_power=1.0,
-               radial_falloff=2.0, use_radial_max=True, radial_max=1.2),
-    ForceField("wind", direction=(0.0, 0.0, 1.0), strength=5.0, falloff_type="cone", falloff_power=0.5,
-               radial_falloff=0.05, use_radial_max=True, radial_max=60.0, z_direction="positive"),
+    ForceField(
+        "wind",
+        direction=(1.0, 1.0, 0.0),
+        strength=2.0,
+        shape="plane",
+        falloff_type="tube",
+        falloff_power=1.0,
+        radial_falloff=2.0,
+        use_radial_max=True,
+        radial_max=1.2,
+    ),
+    ForceField(
+        "wind",
+        direction=(0.0, 0.0, 1.0),
+        strength=5.0,
+        falloff_type="cone",
+        falloff_power=0.5,
+        radial_falloff=0.05,
+        use_radial_max=True,
+        radial_max=60.0,
+        z_direction="positive",
+    ),
     ForceField("vortex", location=(0.0, 0.0, -0.5), direction=(0.0, 1.0, 1.0), strength=1.5, falloff_power=1.0),
 ]
 
@@ -99,20 +119,28 @@ def test_turbulence_is_reproducible_bounded_and_centred():
     acc = np.zeros_like(points)
     field_accelerations(points, np.zeros_like(points), np.ones(4000), table, perms, 0, False, acc, np.zeros_like(acc))
     again = np.zeros_like(points)
-    field_accelerations(points, np.zeros_like(points), np.ones(4000), table, perms, 5, False, again,
-                        np.zeros_like(acc))
+    field_accelerations(points, np.zeros_like(points), np.ones(4000), table, perms, 5, False, again, np.zeros_like(acc))
     assert np.array_equal(acc, again)  # a field of space, not of time
     assert np.abs(acc).max() <= 3.0
     assert np.abs(acc.mean(axis=0)).max() < 0.1 and acc.std() > 0.2
     # correlated within a fraction of the size, not across many sizes
     near = points + 0.004
     acc_near = np.zeros_like(points)
-    field_accelerations(near, np.zeros_like(points), np.ones(4000), table, perms, 0, False, acc_near,
-                        np.zeros_like(acc))
+    field_accelerations(
+        near, np.zeros_like(points), np.ones(4000), table, perms, 0, False, acc_near, np.zeros_like(acc)
+    )
     assert np.corrcoef(acc[:, 0], acc_near[:, 0])[0, 1] > 0.95
     other = np.zeros_like(points)
-    field_accelerations(points, np.zeros_like(points), np.ones(4000), *pack_fields([ForceField(
-        "turbulence", strength=3.0, size=0.2, seed=8)]), 0, False, other, np.zeros_like(acc))
+    field_accelerations(
+        points,
+        np.zeros_like(points),
+        np.ones(4000),
+        *pack_fields([ForceField("turbulence", strength=3.0, size=0.2, seed=8)]),
+        0,
+        False,
+        other,
+        np.zeros_like(acc),
+    )
     assert abs(np.corrcoef(acc[:, 0], other[:, 0])[0, 1]) < 0.2
 
 
@@ -134,8 +162,14 @@ def test_strength_noise_has_blenders_distribution():
 def _falling_sheet(plane, drag, updates=10):
     pos, faces, uv = grid_mesh(5, 5, 0.2, 0.2, origin=(0.0, 0.0, 0.0), plane=plane)
     settings = SolverSettings(substeps=10, force_updates_per_frame=updates)
-    return Cloth(pos, faces, material=Material(density_kg_m2=0.15, air_drag_per_s=0.0), settings=settings,
-                 options=ClothOptions(bending=False, tethers=False), aerodynamics=Aerodynamics(drag_coefficient=drag))
+    return Cloth(
+        pos,
+        faces,
+        material=Material(density_kg_m2=0.15, air_drag_per_s=0.0),
+        settings=settings,
+        options=ClothOptions(bending=False, tethers=False),
+        aerodynamics=Aerodynamics(drag_coefficient=drag),
+    )
 
 
 def test_a_sheet_falling_flat_reaches_its_terminal_velocity_and_edge_on_falls_freely():
@@ -165,6 +199,7 @@ def test_forces_held_over_the_frame_reach_the_same_terminal_velocity():
 def test_lift_turns_a_tilted_plate_across_the_wind():
     """At 45 deg, F_D = q A C_D / sqrt(2) along the wind, F_L = q A C_L / 2 across it."""
     from selvedge.solver.aerodynamics import add_aerodynamic_accelerations
+
     x = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 1.0]])  # normal (1, 0, -1)/sqrt(2)
     tri = np.array([[0, 1, 2]], dtype=np.int64)
     air = np.tile([10.0, 0.0, 0.0], (3, 1))
@@ -181,10 +216,15 @@ def test_wind_field_sets_the_air_for_aerodynamics():
     """With aerodynamics on, a Wind field of strength s is air at s m/s: a free sheet facing it
     catches up as du/dt = -k u^2 (u = s - v, k = rho C_D / (2 areal density)): u = s / (1 + k s t)."""
     pos, faces, _ = grid_mesh(4, 4, 0.1, 0.1, plane="xz")
-    cloth = Cloth(pos, faces, material=Material(density_kg_m2=0.15, air_drag_per_s=0.0), options=OFF,
-                  settings=SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0), force_updates_per_frame=10),
-                  aerodynamics=Aerodynamics(drag_coefficient=1.0),
-                  force_fields=[ForceField("wind", direction=(0.0, 1.0, 0.0), strength=3.0)])
+    cloth = Cloth(
+        pos,
+        faces,
+        material=Material(density_kg_m2=0.15, air_drag_per_s=0.0),
+        options=OFF,
+        settings=SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0), force_updates_per_frame=10),
+        aerodynamics=Aerodynamics(drag_coefficient=1.0),
+        force_fields=[ForceField("wind", direction=(0.0, 1.0, 0.0), strength=3.0)],
+    )
     for _ in range(72):
         cloth.step()
     k = 1.225 * 1.0 / (2 * 0.15)
@@ -206,9 +246,21 @@ def test_blender_field_settings_translate_by_name():
     m = np.eye(4)
     m[:3, 3] = (1.0, 2.0, 3.0)
     m[:3, 2] = (0.0, 2.0, 0.0)  # local Z scaled: the direction is normalised
-    settings = {"type": "WIND", "shape": "PLANE", "strength": 4.0, "flow": 0.5, "noise": 0.1, "seed": 3,
-                "falloff_type": "TUBE", "falloff_power": 2.0, "use_max_distance": True, "distance_max": 5.0,
-                "z_direction": "POSITIVE", "size": 1.0, "use_global_coords": False}
+    settings = {
+        "type": "WIND",
+        "shape": "PLANE",
+        "strength": 4.0,
+        "flow": 0.5,
+        "noise": 0.1,
+        "seed": 3,
+        "falloff_type": "TUBE",
+        "falloff_power": 2.0,
+        "use_max_distance": True,
+        "distance_max": 5.0,
+        "z_direction": "POSITIVE",
+        "size": 1.0,
+        "use_global_coords": False,
+    }
     field, reason = field_from_blender(settings, m, {"all": 0.5, "wind": 0.8})
     assert reason == ""
     assert (field.kind, field.shape, field.falloff_type, field.z_direction) == ("wind", "plane", "tube", "positive")

@@ -5,6 +5,7 @@ equilibrium is a uniform scale r (every edge and vertex alike), so virtual work 
 p(V) dV = sum_e f_e dL_e:   p(r^3 V_0) * 3 r^2 V_0 = sum_e L0_e^2 (r - 1) / alpha_e
 with alpha_e each edge's stretch compliance (m/N). Solved here with scipy's brentq.
 """
+
 import numpy as np
 import pytest
 from scipy.optimize import brentq
@@ -13,7 +14,7 @@ from scipy.spatial import ConvexHull
 from selvedge.solver import Cloth, ClothInputError, ClothOptions, Material, SolverSettings, grid_mesh
 from selvedge.solver.volume import Pressure
 
-PHI = (1 + 5 ** 0.5) / 2
+PHI = (1 + 5**0.5) / 2
 
 
 def icosahedron(radius=0.3):
@@ -35,11 +36,23 @@ def _balloon(pressure, compliance=2e-3, mode="serial"):
     """Heavy (2 kg/m^2) and at 60 substeps, so XPBD's one-iteration softening of the edges,
     alpha -> alpha + h^2 (w_i + w_j), stays under 0.4 % of alpha."""
     v, f = icosahedron()
-    material = Material(density_kg_m2=2.0, stretch_compliance_warp=compliance, stretch_compliance_weft=compliance,
-                        stretch_compliance_bias=compliance, air_drag_per_s=2.0, stretch_damping_s=1e-3)
+    material = Material(
+        density_kg_m2=2.0,
+        stretch_compliance_warp=compliance,
+        stretch_compliance_weft=compliance,
+        stretch_compliance_bias=compliance,
+        air_drag_per_s=2.0,
+        stretch_damping_s=1e-3,
+    )
     settings = SolverSettings(substeps=60, gravity_m_s2=(0.0, 0.0, 0.0), solve_mode=mode, threads=2)
-    cloth = Cloth(v, f, material=material, settings=settings, pressure=pressure,
-                  options=ClothOptions(bending=False, shear=False, tethers=False))
+    cloth = Cloth(
+        v,
+        f,
+        material=material,
+        settings=settings,
+        pressure=pressure,
+        options=ClothOptions(bending=False, shear=False, tethers=False),
+    )
     return v, cloth
 
 
@@ -48,7 +61,7 @@ def _equilibrium_scale(cloth, rest, pressure_of_volume):
     e = stretch.vertices
     stiffness = np.sum(np.sum((rest[e[:, 0]] - rest[e[:, 1]]) ** 2, axis=1) / stretch.params["compliance"])
     v0 = cloth.volume.rest_volumes[0]
-    return brentq(lambda r: pressure_of_volume(r ** 3 * v0) * 3 * r ** 2 * v0 - stiffness * (r - 1), 0.3, 3.0)
+    return brentq(lambda r: pressure_of_volume(r**3 * v0) * 3 * r**2 * v0 - stiffness * (r - 1), 0.3, 3.0)
 
 
 def _settle(cloth, seconds=4.0):
@@ -93,7 +106,7 @@ def test_volume_constraint_inflation_factor(alpha):
         assert measured == pytest.approx(k, rel=2e-3)
     else:
         r = _equilibrium_scale(cloth, rest, lambda vol: (k * v0 - vol) / alpha)
-        assert 1.0 < r ** 3 < k - 0.02
+        assert 1.0 < r**3 < k - 0.02
         assert measured ** (1 / 3) == pytest.approx(r, rel=0.005)
 
 
@@ -101,9 +114,13 @@ def test_pressure_group_weight_zero_keeps_vertices_from_the_push():
     v, f = icosahedron()
     weights = np.ones(len(v))
     weights[0] = 0.0
-    cloth = Cloth(v, f, settings=SolverSettings(gravity_m_s2=(0.0, 0.0, 0.0)),
-                  options=ClothOptions(bending=False, shear=False, tethers=False),
-                  pressure=Pressure(pressure_factor=1000.0, uniform_pressure_force=1.0, weights=weights))
+    cloth = Cloth(
+        v,
+        f,
+        settings=SolverSettings(gravity_m_s2=(0.0, 0.0, 0.0)),
+        options=ClothOptions(bending=False, shear=False, tethers=False),
+        pressure=Pressure(pressure_factor=1000.0, uniform_pressure_force=1.0, weights=weights),
+    )
     for c in cloth._sets_serial:
         c.params["compliance"][:] = 1e6  # membrane nearly absent: only the pressure moves vertices
         c._coefficients = None

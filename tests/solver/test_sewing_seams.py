@@ -6,6 +6,7 @@ panels pulled together by n pairs at the force cap F each close their gap g0 as
 g(t) = g0 - (n F / M) t^2 (M one panel's mass); a sewn strip's droop against the same strip cut
 from one piece.
 """
+
 import numpy as np
 import pytest
 
@@ -25,10 +26,15 @@ def two_panels(nx=3, ny=3, width=0.1, height=0.1, gap=0.05):
 
 
 def _cloth(pos, faces, sewing, gravity=(0.0, 0.0, 0.0), pins=None, material=None, substeps=10, mode="serial"):
-    return Cloth(pos, faces, material=material or Material(air_drag_per_s=0.0),
-                 settings=SolverSettings(substeps=substeps, gravity_m_s2=gravity, solve_mode=mode, threads=2),
-                 sewing=sewing, pin_weights=pins,
-                 options=ClothOptions(tethers=False))
+    return Cloth(
+        pos,
+        faces,
+        material=material or Material(air_drag_per_s=0.0),
+        settings=SolverSettings(substeps=substeps, gravity_m_s2=gravity, solve_mode=mode, threads=2),
+        sewing=sewing,
+        pin_weights=pins,
+        options=ClothOptions(tethers=False),
+    )
 
 
 def test_stiff_seam_follows_the_closing_ramp_then_stays_shut():
@@ -64,7 +70,7 @@ def test_max_sewing_force_sets_the_closing_time(mode):
         t = frame / 24
         if t < 0.9 * closing_time:
             gap = cloth.sewing.gaps(cloth.x).mean()
-            assert gap == pytest.approx(g0 - n * force / mass_a * t ** 2, abs=0.02 * g0), frame
+            assert gap == pytest.approx(g0 - n * force / mass_a * t**2, abs=0.02 * g0), frame
     assert cloth.sewing.closed.all() and cloth.sewing.gaps(cloth.x).max() < 1e-4
 
 

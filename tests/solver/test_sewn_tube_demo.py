@@ -3,6 +3,7 @@
 Measured from the written cache against the scene: every seam shut, no vertex inside the body
 capsule (its radius plus the cloth thickness), the waistband holding within 5 cm once gravity is on.
 """
+
 import importlib.util
 import json
 from pathlib import Path

@@ -2,10 +2,11 @@
 without gravity settles to its rest lengths scaled by Blender's per-vertex factor
 k = 1 - shrink_min + (shrink_min - shrink_max) w, sqrt(k_i k_j) per edge (computed here from the
 formula, measured on the positions)."""
+
 import numpy as np
 import pytest
 
-from selvedge.solver import ClothInputError, Cloth, ClothOptions, SolverSettings, grid_mesh
+from selvedge.solver import Cloth, ClothInputError, ClothOptions, SolverSettings, grid_mesh
 from selvedge.solver.shrink import Shrink
 
 N = 9
@@ -20,7 +21,8 @@ def _sheet(mode="serial", shrink=None):
 def _edge_ratio(cloth, pos):
     e = cloth.topology.edges
     return np.linalg.norm(cloth.positions[e[:, 0]] - cloth.positions[e[:, 1]], axis=1) / np.linalg.norm(
-        pos[e[:, 0]] - pos[e[:, 1]], axis=1)
+        pos[e[:, 0]] - pos[e[:, 1]], axis=1
+    )
 
 
 @pytest.mark.parametrize("mode", ["serial", "colored"])

@@ -4,6 +4,7 @@ Measured against physics (the analytic membrane strain of a hanging sheet), agai
 references written here (finite differences, brute-force mass sums, rest distances) and against
 itself only where the claim is about determinism (bit-identical reruns).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,7 +54,7 @@ def test_levels_shrink_keep_the_pins_conserve_mass_and_interpolate_by_partitions
     assert levels >= 3
     members = [np.arange(len(pos))]
     for level in range(1, levels + 1):
-        edges = hz.edges[hz.edge_offsets[level]:hz.edge_offsets[level + 1]]
+        edges = hz.edges[hz.edge_offsets[level] : hz.edge_offsets[level + 1]]
         verts = np.unique(edges)
         assert 0.15 * members[-1].size < verts.size < 0.5 * members[-1].size  # about a quarter each
         assert set(cloth.kinematic_index) <= set(verts)  # pins on every level
@@ -62,12 +63,12 @@ def test_levels_shrink_keep_the_pins_conserve_mass_and_interpolate_by_partitions
         # parents' weights of every child sum to 1 (an interpolation), all positive
         first, stop = hz.child_offsets[level - 1], hz.child_offsets[level]
         for c in range(first, stop):
-            w = hz.parent_weight[hz.parent_start[c]:hz.parent_start[c + 1]]
+            w = hz.parent_weight[hz.parent_start[c] : hz.parent_start[c + 1]]
             assert w.size >= 1 and np.all(w > 0) and abs(w.sum() - 1.0) < 1e-12
         # every level-(l-1) vertex is on level l, a pin, or a child with parents on level l
         children = hz.children[first:stop]
         assert set(children) | set(verts) | set(cloth.kinematic_index) >= set(members[-2])
-        assert set(hz.parents[hz.parent_start[first]:hz.parent_start[stop]]) <= set(verts)
+        assert set(hz.parents[hz.parent_start[first] : hz.parent_start[stop]]) <= set(verts)
 
 
 def test_coarse_masses_sum_to_the_cloth_mass_without_pins():
@@ -76,31 +77,34 @@ def test_coarse_masses_sum_to_the_cloth_mass_without_pins():
     hz = cloth.hierarchy
     total = cloth.mass.sum()
     for level in range(1, hz.edge_offsets.size - 1):
-        verts = np.unique(hz.edges[hz.edge_offsets[level]:hz.edge_offsets[level + 1]])
+        verts = np.unique(hz.edges[hz.edge_offsets[level] : hz.edge_offsets[level + 1]])
         assert abs((1.0 / hz.inv_mass[level][verts]).sum() - total) < 1e-12 * total
 
 
 def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_curved_one():
     pos, faces, uv = grid_mesh(17, 17, 1.0, 1.0)
     cotton = preset("cotton")
-    iso = dataclasses.replace(cotton, stretch_compliance_weft=cotton.stretch_compliance_warp,
-                              stretch_compliance_bias=cotton.stretch_compliance_warp)  # one limit for every link
+    iso = dataclasses.replace(
+        cotton,
+        stretch_compliance_weft=cotton.stretch_compliance_warp,
+        stretch_compliance_bias=cotton.stretch_compliance_warp,
+    )  # one limit for every link
     limit = iso.stretch_limit
     cloth = Cloth(pos, faces, uvs=uv, material=iso)
     hz = cloth.hierarchy
-    coarse = hz.edges[hz.edge_offsets[1]:]
+    coarse = hz.edges[hz.edge_offsets[1] :]
     chord = np.linalg.norm(pos[coarse[:, 0]] - pos[coarse[:, 1]], axis=1)
-    assert np.allclose(hz.max_length[hz.edge_offsets[1]:], (1 + limit) * chord, rtol=1e-12)
+    assert np.allclose(hz.max_length[hz.edge_offsets[1] :], (1 + limit) * chord, rtol=1e-12)
     # a half cylinder: the coarse rest length is a path over the mesh, never the (shorter) chord,
     # so unrolling it is not blocked
     theta = pos[:, 0] * np.pi
     bent = np.stack([np.cos(theta) / np.pi, pos[:, 1], np.sin(theta) / np.pi], axis=1)
     curved = Cloth(bent, faces, uvs=uv, material=iso)
     hz = curved.hierarchy
-    coarse = hz.edges[hz.edge_offsets[1]:]
+    coarse = hz.edges[hz.edge_offsets[1] :]
     chord = np.linalg.norm(bent[coarse[:, 0]] - bent[coarse[:, 1]], axis=1)
     flat_distance = np.linalg.norm(pos[coarse[:, 0]] - pos[coarse[:, 1]], axis=1)  # the unrolled distance
-    rest = hz.max_length[hz.edge_offsets[1]:] / (1 + limit)
+    rest = hz.max_length[hz.edge_offsets[1] :] / (1 + limit)
     assert np.all(rest >= chord - 1e-12)
     assert (rest / chord).max() > 1.05  # the long coarse spans across the fold: a chord would be 5-11 % short
     # within the mesh's own chord error (its edges are chords of the arc, 0.16 % short at pi/16)
@@ -114,11 +118,11 @@ def test_link_limits_follow_the_grain_compliance_and_bias_links_go_without_shear
     m = preset("cotton")
     for shear in (True, False):
         hz = Cloth(pos, faces, uvs=uv, material=m, options=ClothOptions(shear=shear)).hierarchy
-        links = hz.edges[hz.edge_offsets[1]:]
+        links = hz.edges[hz.edge_offsets[1] :]
         d = np.abs(uv[links[:, 1]] - uv[links[:, 0]])
         angle = np.degrees(np.arctan2(d[:, 1], d[:, 0]))
         rest = np.linalg.norm(pos[links[:, 0]] - pos[links[:, 1]], axis=1)
-        strain_cap = hz.max_length[hz.edge_offsets[1]:] / rest - 1.0
+        strain_cap = hz.max_length[hz.edge_offsets[1] :] / rest - 1.0
         warp, weft = angle >= 80.0, angle <= 10.0
         bias = ~warp & ~weft
         assert np.allclose(strain_cap[warp], m.stretch_limit)
@@ -192,8 +196,7 @@ def test_stiff_cotton_hangs_within_its_stretch_limit_where_plain_xpbd_does_not()
     pos, faces, uv, pins = edge_sheet(24)
     strain = {}
     for on in (True, False):
-        cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=mat,
-                      options=ClothOptions(stretch_limiting=on))
+        cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=mat, options=ClothOptions(stretch_limiting=on))
         for _ in range(48):
             cloth.step()
         strain[on] = float(np.percentile(cloth.edge_strain(), 95))
@@ -208,9 +211,15 @@ def test_strain_and_energy_do_not_grow_with_substeps_on_a_hanging_sheet(shear, b
     mat = dataclasses.replace(preset("cotton"), air_drag_per_s=1.0)
     p95s, energies = [], []
     for substeps in (10, 20, 40, 80):
-        cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=mat,
-                      options=ClothOptions(shear=shear, bending=bending, tethers=tethers),
-                      settings=SolverSettings(substeps=substeps))
+        cloth = Cloth(
+            pos,
+            faces,
+            uvs=uv,
+            pin_weights=pins,
+            material=mat,
+            options=ClothOptions(shear=shear, bending=bending, tethers=tethers),
+            settings=SolverSettings(substeps=substeps),
+        )
         worst = worst_p95(cloth, 36)
         p95s.append(worst)
         energies.append(max(d.kinetic_energy_j for d in cloth.history[12:]))
@@ -223,8 +232,10 @@ def test_strain_and_energy_do_not_grow_with_substeps_on_a_hanging_sheet(shear, b
 
 def test_strain_falls_with_substeps_on_the_corner_sheet():
     pos, faces, uv, pins = corner_sheet(32)
-    p95s = [worst_p95(Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=s)), 36)
-            for s in (5, 10, 20)]
+    p95s = [
+        worst_p95(Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=s)), 36)
+        for s in (5, 10, 20)
+    ]
     print(f"\n[corner sheet, substeps 5/10/20] worst P95 {np.round(p95s, 4)}")
     assert p95s[0] >= p95s[1] >= p95s[2]
 
@@ -290,6 +301,5 @@ def test_diagnostics_report_the_pin_rings_apart():
 def test_stretch_limiting_off_builds_no_hierarchy():
     pos, faces, uv, pins = corner_sheet(16)
     assert Cloth(pos, faces, pin_weights=pins, options=ClothOptions(stretch_limiting=False)).hierarchy is None
-    h = build_hierarchy(pos, np.zeros((0, 2), np.int64), np.zeros(0), np.ones(len(pos)), np.ones(len(pos)), 0.01,
-                        True)
+    h = build_hierarchy(pos, np.zeros((0, 2), np.int64), np.zeros(0), np.ones(len(pos)), np.ones(len(pos)), 0.01, True)
     assert h.edge_offsets.size == 2  # the mesh level only
