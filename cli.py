@@ -17,6 +17,7 @@ at a time, each with ``--threads`` Numba threads); see ``cli_core.py``.
 Run ``cli.py --help`` for the flags. Exit status: 0 all shots baked, 1 a shot failed, 2 bad
 arguments.
 """
+
 import importlib
 import importlib.util
 import os
@@ -141,9 +142,11 @@ def _restrict_objects(bpy, names):
         raise ShotFailed(f"no object named {', '.join(map(repr, missing))} in scene {scene.name!r}")
     not_cloth = [n for n in names if bpy.data.objects[n].selvedge.role != "CLOTH"]
     if not_cloth:
-        raise ShotFailed(f"{', '.join(map(repr, not_cloth))}: not a Selvedge cloth (role "
-                         f"{bpy.data.objects[not_cloth[0]].selvedge.role.title()}); set Object > Selvedge > Role "
-                         "to Cloth and save the file")
+        raise ShotFailed(
+            f"{', '.join(map(repr, not_cloth))}: not a Selvedge cloth (role "
+            f"{bpy.data.objects[not_cloth[0]].selvedge.role.title()}); set Object > Selvedge > Role "
+            "to Cloth and save the file"
+        )
     undo = []
     for obj in scene.objects:
         if obj.selvedge.role == "CLOTH" and obj.name not in names:
@@ -167,20 +170,42 @@ def bake_open_file(opts, package, shot_name, emit) -> dict:
         sim = job.sim
         objects = [run.obj.name for run in sim.runs]
         folder = str(job.folder) if not opts.shape_keys else ""
-        emit(support.event_line("start", shot=shot_name, frames=[sim.first, sim.last], objects=objects,
-                                cache_folder=folder, stems=getattr(job, "stems", []),
-                                blend=bpy.data.filepath, threads=_numba_threads()))
-        print(f"{shot_name} | baking {', '.join(objects)}, frames {sim.first}-{sim.last}"
-              + (f" into {folder}" if folder else " to shape keys"), flush=True)
+        emit(
+            support.event_line(
+                "start",
+                shot=shot_name,
+                frames=[sim.first, sim.last],
+                objects=objects,
+                cache_folder=folder,
+                stems=getattr(job, "stems", []),
+                blend=bpy.data.filepath,
+                threads=_numba_threads(),
+            )
+        )
+        print(
+            f"{shot_name} | baking {', '.join(objects)}, frames {sim.first}-{sim.last}"
+            + (f" into {folder}" if folder else " to shape keys"),
+            flush=True,
+        )
         every = max(1, opts.progress_every)
         while True:
             more = job.step()
             if sim.done and (sim.done % every == 0 or sim.finished):
                 for run in sim.runs:
                     d = run.cloth.last_diagnostics
-                    print(support.progress_line(shot_name, run.obj.name, sim.first + sim.done, sim.last, sim.done,
-                                                sim.total, float(d.timings_ms.get("total", sim.last_ms)),
-                                                float(d.strain_max)), flush=True)
+                    print(
+                        support.progress_line(
+                            shot_name,
+                            run.obj.name,
+                            sim.first + sim.done,
+                            sim.last,
+                            sim.done,
+                            sim.total,
+                            float(d.timings_ms.get("total", sim.last_ms)),
+                            float(d.strain_max),
+                        ),
+                        flush=True,
+                    )
             if not more:
                 break
         written = job.finish()
@@ -239,8 +264,11 @@ def run_worker(opts, package) -> int:
         if not _expected(package, error):
             traceback.print_exc()
         print(f"{shot} | FAILED: {message}", flush=True)
-    emit(support.event_line("result", shot=shot, status=status, message=message,
-                            seconds=time.perf_counter() - t0, **fields))
+    emit(
+        support.event_line(
+            "result", shot=shot, status=status, message=message, seconds=time.perf_counter() - t0, **fields
+        )
+    )
     return code
 
 
@@ -281,8 +309,10 @@ def run_open_file(opts, package) -> int:
 def run_shots(opts, package) -> int:
     support = _support(package)
     if opts.shape_keys and not opts.save:
-        raise support.UsageError("--shape-keys keeps its result in the .blend: add --save (or bake the open file "
-                                 "inside Blender without .blend arguments)")
+        raise support.UsageError(
+            "--shape-keys keeps its result in the .blend: add --save (or bake the open file "
+            "inside Blender without .blend arguments)"
+        )
     shots, problems = support.expand_shots(opts.blends)
     if not shots:
         raise support.UsageError("; ".join(problems) or "no .blend files given")
@@ -304,13 +334,17 @@ def run_shots(opts, package) -> int:
     print(f"selvedge: {len(shots)} shot(s), {opts.jobs} at a time, {opts.threads} Numba thread(s) each", flush=True)
 
     missing = [s for s in shots if not os.path.isfile(s.blend)]
-    pool = support.Pool(lambda shot: executable + support.worker_args(opts, shot.blend, shot.name),
-                        lambda shot: support.worker_environment(opts.threads),
-                        echo=lambda text: print(text, flush=True), timeout=opts.worker_timeout)
+    pool = support.Pool(
+        lambda shot: executable + support.worker_args(opts, shot.blend, shot.name),
+        lambda shot: support.worker_environment(opts.threads),
+        echo=lambda text: print(text, flush=True),
+        timeout=opts.worker_timeout,
+    )
     results_by_shot = {}
     for shot in missing:
-        results_by_shot[shot.name] = support.ShotResult(shot=shot.name, blend=shot.blend, status="failed",
-                                                        message=f"{shot.blend}: no such .blend file")
+        results_by_shot[shot.name] = support.ShotResult(
+            shot=shot.name, blend=shot.blend, status="failed", message=f"{shot.blend}: no such .blend file"
+        )
         print(f"{shot.name} | FAILED: {shot.blend}: no such .blend file", flush=True)
     runnable = [s for s in shots if s.name not in results_by_shot]
     for result in pool.run(runnable, opts.jobs):
@@ -342,8 +376,12 @@ def main(argv=None) -> int:
         return run_shots(opts, package)
     except support.UsageError as error:
         print(f"selvedge: error: {error}", file=sys.stderr, flush=True)
-        print("usage: cli.py [--] BLEND... [--frames START END] [--objects NAME...] [--out FOLDER] "
-              "[--jobs N] [--threads N] ...  (--help for all flags)", file=sys.stderr, flush=True)
+        print(
+            "usage: cli.py [--] BLEND... [--frames START END] [--objects NAME...] [--out FOLDER] "
+            "[--jobs N] [--threads N] ...  (--help for all flags)",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
 
 

@@ -10,6 +10,7 @@ so that ``jobs x threads`` never exceeds the cores. Workers print human progress
 machine-readable ``@selvedge {json}`` event lines on stdout; the coordinator copies every line
 into the shot's log file, echoes the human ones, and builds the summary from the events.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,52 +49,94 @@ def script_args(argv: list[str]) -> list[str]:
     """The script's own arguments: everything after the first ``--`` (Blender's convention), or all
     of ``argv[1:]`` when there is no ``--`` (``python cli.py ...``)."""
     if "--" in argv:
-        return argv[argv.index("--") + 1:]
+        return argv[argv.index("--") + 1 :]
     return argv[1:]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="cli.py", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=USAGE_EXAMPLES,
+        prog="cli.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=USAGE_EXAMPLES,
         description="Bake Selvedge cloth in .blend files headless: one PC2 cache (+ JSON sidecar) per cloth "
-                    "object, played back by a Mesh Cache modifier. Without .blend arguments (inside Blender), "
-                    "bakes the open file in this process.")
-    p.add_argument("blends", nargs="*", metavar="BLEND",
-                   help=".blend files or glob patterns (quoted globs are expanded here); each is one shot. Put "
-                        "them before the options: --objects takes every name that follows it")
-    p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"),
-                   help="frame range to bake (default: the scene's Selvedge range)")
-    p.add_argument("--objects", nargs="+", metavar="NAME",
-                   help="bake only these cloth objects (default: every object whose Selvedge role is Cloth)")
-    p.add_argument("--out", metavar="FOLDER",
-                   help="cache folder; '//' is relative to each .blend, '{shot}' is replaced by the .blend's name "
-                        "(default: the scene's Scene > Selvedge > Cache Folder)")
+        "object, played back by a Mesh Cache modifier. Without .blend arguments (inside Blender), "
+        "bakes the open file in this process.",
+    )
+    p.add_argument(
+        "blends",
+        nargs="*",
+        metavar="BLEND",
+        help=".blend files or glob patterns (quoted globs are expanded here); each is one shot. Put "
+        "them before the options: --objects takes every name that follows it",
+    )
+    p.add_argument(
+        "--frames",
+        nargs=2,
+        type=int,
+        metavar=("START", "END"),
+        help="frame range to bake (default: the scene's Selvedge range)",
+    )
+    p.add_argument(
+        "--objects",
+        nargs="+",
+        metavar="NAME",
+        help="bake only these cloth objects (default: every object whose Selvedge role is Cloth)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FOLDER",
+        help="cache folder; '//' is relative to each .blend, '{shot}' is replaced by the .blend's name "
+        "(default: the scene's Scene > Selvedge > Cache Folder)",
+    )
     p.add_argument("--substeps", type=int, metavar="N", help="solver substeps per frame")
     p.add_argument("--iterations", type=int, metavar="N", help="constraint passes per substep")
     p.add_argument("--mode", choices=SOLVE_MODES, help="solve mode")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="shots baked at once (worker processes; "
-                   "default 1)")
-    p.add_argument("--threads", type=int, metavar="N", help="Numba threads per worker (default: cores // jobs, "
-                   "at least 1)")
-    p.add_argument("--shape-keys", action="store_true",
-                   help="bake to shape keys (stored in the .blend) instead of a PC2 cache; needs --save when "
-                        "baking .blend files given on the command line")
-    p.add_argument("--save", action="store_true",
-                   help="save each .blend after a successful bake, with the Mesh Cache modifier (or shape keys) set "
-                        "up and the settings given here")
-    p.add_argument("--progress-every", type=int, default=1, metavar="N",
-                   help="print a progress line every N frames (default 1; the last frame is always printed)")
-    p.add_argument("--logs", metavar="FOLDER",
-                   help="folder for the per-shot log files (default: next to each shot's cache folder)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="shots baked at once (worker processes; default 1)")
+    p.add_argument(
+        "--threads", type=int, metavar="N", help="Numba threads per worker (default: cores // jobs, at least 1)"
+    )
+    p.add_argument(
+        "--shape-keys",
+        action="store_true",
+        help="bake to shape keys (stored in the .blend) instead of a PC2 cache; needs --save when "
+        "baking .blend files given on the command line",
+    )
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="save each .blend after a successful bake, with the Mesh Cache modifier (or shape keys) set "
+        "up and the settings given here",
+    )
+    p.add_argument(
+        "--progress-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="print a progress line every N frames (default 1; the last frame is always printed)",
+    )
+    p.add_argument(
+        "--logs", metavar="FOLDER", help="folder for the per-shot log files (default: next to each shot's cache folder)"
+    )
     p.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON to FILE")
-    p.add_argument("--blender", metavar="PATH",
-                   help="run the workers with this Blender executable (default: the running Blender, or this "
-                        "Python, which then needs the bpy module)")
-    p.add_argument("--worker-timeout", type=float, default=0.0, metavar="SECONDS",
-                   help="stop a worker that has not finished its shot after SECONDS (default 0: no limit); the "
-                        "shot fails with a message saying so")
-    p.add_argument("--enable-autoexec", action="store_true",
-                   help="let the .blend files run their Python scripts and drivers (Blender's -y)")
+    p.add_argument(
+        "--blender",
+        metavar="PATH",
+        help="run the workers with this Blender executable (default: the running Blender, or this "
+        "Python, which then needs the bpy module)",
+    )
+    p.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop a worker that has not finished its shot after SECONDS (default 0: no limit); the "
+        "shot fails with a message saying so",
+    )
+    p.add_argument(
+        "--enable-autoexec",
+        action="store_true",
+        help="let the .blend files run their Python scripts and drivers (Blender's -y)",
+    )
     # Internal: the coordinator starts workers with these.
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--shot-name", help=argparse.SUPPRESS)
@@ -144,18 +187,41 @@ def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
         raise UsageError("--out is empty")
     cores = cpu_count or os.cpu_count() or 1
     threads = ns.threads or max(1, cores // ns.jobs)
-    return Options(blends=list(ns.blends), frames=tuple(ns.frames) if ns.frames else None, objects=ns.objects,
-                   out=ns.out, substeps=ns.substeps, iterations=ns.iterations, mode=ns.mode, jobs=ns.jobs,
-                   threads=threads, shape_keys=ns.shape_keys, save=ns.save, progress_every=ns.progress_every,
-                   logs=ns.logs, summary_json=ns.summary_json, blender=ns.blender,
-                   enable_autoexec=ns.enable_autoexec, worker=ns.worker,
-                   shot_name=ns.shot_name, worker_timeout=ns.worker_timeout)
+    return Options(
+        blends=list(ns.blends),
+        frames=tuple(ns.frames) if ns.frames else None,
+        objects=ns.objects,
+        out=ns.out,
+        substeps=ns.substeps,
+        iterations=ns.iterations,
+        mode=ns.mode,
+        jobs=ns.jobs,
+        threads=threads,
+        shape_keys=ns.shape_keys,
+        save=ns.save,
+        progress_every=ns.progress_every,
+        logs=ns.logs,
+        summary_json=ns.summary_json,
+        blender=ns.blender,
+        enable_autoexec=ns.enable_autoexec,
+        worker=ns.worker,
+        shot_name=ns.shot_name,
+        worker_timeout=ns.worker_timeout,
+    )
 
 
 def worker_args(options: Options, blend: str, shot_name: str) -> list[str]:
     """The arguments a worker gets for one shot (the shared options, one .blend)."""
-    out = [blend, "--worker", "--shot-name", shot_name, "--threads", str(options.threads),
-           "--progress-every", str(options.progress_every)]
+    out = [
+        blend,
+        "--worker",
+        "--shot-name",
+        shot_name,
+        "--threads",
+        str(options.threads),
+        "--progress-every",
+        str(options.progress_every),
+    ]
     if options.frames:
         out += ["--frames", str(options.frames[0]), str(options.frames[1])]
     if options.objects:
@@ -260,8 +326,10 @@ def shared_cache_folders(shots: list[Shot]) -> list[str]:
             continue
         key = os.path.normcase(shot.cache_folder)
         if key in owner:
-            problems.append(f"shots {owner[key]} and {shot.name} would both write into {shot.cache_folder}; "
-                            f"put {SHOT_FIELD} in --out (e.g. --out //cache/{SHOT_FIELD})")
+            problems.append(
+                f"shots {owner[key]} and {shot.name} would both write into {shot.cache_folder}; "
+                f"put {SHOT_FIELD} in --out (e.g. --out //cache/{SHOT_FIELD})"
+            )
         else:
             owner[key] = shot.name
     return problems
@@ -299,17 +367,18 @@ def parse_event(line: str) -> dict | None:
     if not line.startswith(EVENT_PREFIX):
         return None
     try:
-        doc = json.loads(line[len(EVENT_PREFIX):])
+        doc = json.loads(line[len(EVENT_PREFIX) :])
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
 
 
-def progress_line(shot: str, obj: str, frame: int, last: int, done: int, total: int, ms: float,
-                  strain: float) -> str:
+def progress_line(shot: str, obj: str, frame: int, last: int, done: int, total: int, ms: float, strain: float) -> str:
     """One progress line: shot, object, frame, time per frame, max edge strain."""
-    return (f"{shot} | {obj} | frame {frame} of {last} ({done}/{total}) | {ms:8.1f} ms/frame | "
-            f"max strain {100 * strain:6.2f}%")
+    return (
+        f"{shot} | {obj} | frame {frame} of {last} ({done}/{total}) | {ms:8.1f} ms/frame | "
+        f"max strain {100 * strain:6.2f}%"
+    )
 
 
 def summary_table(results: list[ShotResult]) -> str:
@@ -324,8 +393,11 @@ def summary_table(results: list[ShotResult]) -> str:
             caches = ", ".join(r.caches) if r.caches else "-"
         rows.append((r.shot, r.status.upper(), frames, ",".join(r.objects) or "-", f"{r.seconds:.1f}", caches))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
-    lines = ["Selvedge bake summary", "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        "Selvedge bake summary",
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in rows]
     failed = [r for r in results if not r.ok]
     for r in failed:
@@ -352,8 +424,10 @@ def overwritten_caches(results: list[ShotResult]) -> None:
             if key in writer and writer[key] is not r:
                 for clash in (writer[key], r):
                     clash.status = "failed"
-                    clash.message = (f"{writer[key].shot} and {r.shot} both wrote {key}; one overwrote the other "
-                                     f"(put {SHOT_FIELD} in --out)")
+                    clash.message = (
+                        f"{writer[key].shot} and {r.shot} both wrote {key}; one overwrote the other "
+                        f"(put {SHOT_FIELD} in --out)"
+                    )
             writer[key] = r
 
 
@@ -434,9 +508,17 @@ class Pool:
                 log.write(f"$ {' '.join(argv)}\n")
             self._say(f"{shot.name} | started: {shot.blend}" + (f" (log: {log_path})" if log_path else ""))
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, env=self.env_for(shot), text=True,
-                                        encoding="utf-8", errors="replace", bufsize=1)
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=self.env_for(shot),
+                    text=True,
+                    encoding="utf-8",
+                    errors="replace",
+                    bufsize=1,
+                )
             except OSError as error:
                 result.status, result.message = "failed", f"cannot start the worker {argv[0]!r}: {error}"
                 return result
@@ -461,8 +543,16 @@ class Pool:
                     result.cache_folder = event.get("cache_folder", result.cache_folder)
                     result.threads = event.get("threads")
                 elif kind == "result":
-                    for key in ("status", "message", "frames", "objects", "caches", "cache_folder", "shape_keys",
-                                "saved"):
+                    for key in (
+                        "status",
+                        "message",
+                        "frames",
+                        "objects",
+                        "caches",
+                        "cache_folder",
+                        "shape_keys",
+                        "saved",
+                    ):
                         if key in event:
                             setattr(result, key, event[key])
                     watchdog.arm(self.exit_grace, "exit")
@@ -470,18 +560,20 @@ class Pool:
             watchdog.cancel()
             if watchdog.fired and watchdog.reason == "timeout" and result.status == "pending":
                 result.status = "failed"
-                result.message = (f"the worker did not finish within --worker-timeout {self.timeout:g} s and was "
-                                  "stopped; see the log")
+                result.message = (
+                    f"the worker did not finish within --worker-timeout {self.timeout:g} s and was stopped; see the log"
+                )
             elif watchdog.fired and watchdog.reason == "exit":
-                note = (f"the worker reported its result but did not exit within {self.exit_grace:g} s and was "
-                        "stopped (a bpy module hanging in its teardown)")
+                note = (
+                    f"the worker reported its result but did not exit within {self.exit_grace:g} s and was "
+                    "stopped (a bpy module hanging in its teardown)"
+                )
                 result.message = f"{result.message}; {note}" if result.message else note
                 if result.ok:
                     self._say(f"{shot.name} | note: {note}")
             elif result.status == "pending":
                 result.status = "failed"
-                result.message = (f"the worker stopped without a result (exit status {result.returncode}); "
-                                  "see the log")
+                result.message = f"the worker stopped without a result (exit status {result.returncode}); see the log"
             elif result.ok and result.returncode != 0 and not watchdog.fired:
                 result.status = "failed"
                 result.message = f"the worker exited with status {result.returncode} after baking"
@@ -509,8 +601,11 @@ def _open_log(path: str | None):
         fallback = os.path.join(fallback_dir, os.path.basename(path))
         try:
             os.makedirs(fallback_dir, exist_ok=True)
-            return (open(fallback, "w", encoding="utf-8"), fallback,
-                    f"cannot write the log {path} ({error.strerror or error}); logging to {fallback}")
+            return (
+                open(fallback, "w", encoding="utf-8"),
+                fallback,
+                f"cannot write the log {path} ({error.strerror or error}); logging to {fallback}",
+            )
         except OSError:
             return None, None, f"cannot write the log {path} ({error.strerror or error}); no log"
 
@@ -544,4 +639,3 @@ def worker_environment(threads: int, base: dict | None = None) -> dict:
     env["OMP_NUM_THREADS"] = str(threads)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-

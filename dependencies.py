@@ -16,6 +16,7 @@ first, see :func:`_bundled_first`) and raise :class:`DependencyError` with a mes
 what to install or which build to use. This module imports neither bpy nor Numba (the solver's
 error classes only), so the operators' ``except`` clause never imports numba again.
 """
+
 import contextlib
 import os
 import re
@@ -46,8 +47,10 @@ def _build_for_this_blender() -> str:
         return "the Blender 4.2-5.0 build (selvedge-<version>-<platform>-blender4.2-5.0.zip)"
     if sys.version_info[:2] == (3, 13):
         return "the Blender 5.1+ build (selvedge-<version>-<platform>-blender5.1-5.x.zip)"
-    return f"a build for Python {sys.version_info[0]}.{sys.version_info[1]} (none is made: Blender 4.2-5.0 " \
-           "run Python 3.11, 5.1+ Python 3.13)"
+    return (
+        f"a build for Python {sys.version_info[0]}.{sys.version_info[1]} (none is made: Blender 4.2-5.0 "
+        "run Python 3.11, 5.1+ Python 3.13)"
+    )
 
 
 def _where() -> str:
@@ -55,8 +58,7 @@ def _where() -> str:
     python = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
     numpy = sys.modules.get("numpy")
     numpy_text = f", NumPy {numpy.__version__}" if numpy is not None else ""
-    return (f"Blender {'.'.join(map(str, blender))} ({python}{numpy_text})" if blender
-            else f"{python}{numpy_text}")
+    return f"Blender {'.'.join(map(str, blender))} ({python}{numpy_text})" if blender else f"{python}{numpy_text}"
 
 
 def _fix(packages: str) -> str:
@@ -67,8 +69,9 @@ def _fix(packages: str) -> str:
 
 def _bundled_site_packages():
     """The extensions' wheel folder on ``sys.path`` (Blender appends it), or None outside Blender."""
-    tail = os.path.join("extensions", ".local", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                        "site-packages")
+    tail = os.path.join(
+        "extensions", ".local", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages"
+    )
     for entry in sys.path:
         if entry and os.path.normpath(entry).endswith(tail):
             return entry
@@ -101,21 +104,29 @@ def _numba_message(error: ImportError) -> str:
     text = " ".join(str(error).split())
     missing = getattr(error, "name", None)
     if isinstance(error, ModuleNotFoundError) and missing in ("numba", "llvmlite"):
-        return (f"Selvedge cannot run its solver: {missing} is not installed for {_where()}. "
-                f"The extension zip bundles numba {NUMBA} and llvmlite {LLVMLITE} per Blender Python; "
-                f"{_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}.")
+        return (
+            f"Selvedge cannot run its solver: {missing} is not installed for {_where()}. "
+            f"The extension zip bundles numba {NUMBA} and llvmlite {LLVMLITE} per Blender Python; "
+            f"{_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}."
+        )
     found = re.search(r"Numba needs NumPy ([\d.]+) or (less|greater)", text)
     if found:
         numba_version = _installed_version("numba")
-        return (f"Selvedge cannot run its solver: numba {numba_version or '(unknown version)'} does not support "
-                f"NumPy {_numpy_version()} ({text}). Selvedge needs numba {NUMBA}, which supports NumPy "
-                f"{NUMPY_RANGE}; {_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}.")
+        return (
+            f"Selvedge cannot run its solver: numba {numba_version or '(unknown version)'} does not support "
+            f"NumPy {_numpy_version()} ({text}). Selvedge needs numba {NUMBA}, which supports NumPy "
+            f"{NUMPY_RANGE}; {_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}."
+        )
     if "llvmlite" in text or "LLVM" in text or missing == "llvmlite":
-        return (f"Selvedge cannot run its solver: llvmlite {_installed_version('llvmlite') or ''} does not match "
-                f"numba ({text}). Selvedge needs numba {NUMBA} with llvmlite {LLVMLITE}; "
-                f"{_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}.")
-    return (f"Selvedge cannot run its solver: numba does not load in {_where()} ({type(error).__name__}: {text}). "
-            f"Selvedge needs numba {NUMBA} with llvmlite {LLVMLITE}; {_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}.")
+        return (
+            f"Selvedge cannot run its solver: llvmlite {_installed_version('llvmlite') or ''} does not match "
+            f"numba ({text}). Selvedge needs numba {NUMBA} with llvmlite {LLVMLITE}; "
+            f"{_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}."
+        )
+    return (
+        f"Selvedge cannot run its solver: numba does not load in {_where()} ({type(error).__name__}: {text}). "
+        f"Selvedge needs numba {NUMBA} with llvmlite {LLVMLITE}; {_fix(f'numba=={NUMBA} llvmlite=={LLVMLITE}')}."
+    )
 
 
 def _numpy_version() -> str:
@@ -131,7 +142,7 @@ def _installed_version(name: str):
         from importlib import metadata
 
         return metadata.version(name)
-    except Exception:  # noqa: BLE001  (no metadata: an unpacked copy, a fake)
+    except Exception:
         return None
 
 
@@ -146,8 +157,10 @@ def require_solver() -> None:
     try:
         import numpy  # noqa: F401  (Blender's; imported before the bundled folder goes first)
     except ImportError as error:
-        raise DependencyError(f"Selvedge cannot run its solver: NumPy does not load in {_where()} ({error}). "
-                              "Blender ships NumPy; in plain Python: pip install numpy") from None
+        raise DependencyError(
+            f"Selvedge cannot run its solver: NumPy does not load in {_where()} ({error}). "
+            "Blender ships NumPy; in plain Python: pip install numpy"
+        ) from None
     try:
         with _bundled_first():
             import numba  # noqa: F401  (imports and checks llvmlite itself)
@@ -167,9 +180,11 @@ def require_network() -> None:
             reason = f"onnxruntime is not installed for {_where()}"
         else:
             reason = f"onnxruntime does not load in {_where()} ({text})"
-        raise DependencyError(f"Selvedge's learned network needs onnxruntime {ONNXRUNTIME}: {reason}. "
-                              f"Set Network to Off to bake with the XPBD solver alone, or "
-                              f"{_fix(f'onnxruntime=={ONNXRUNTIME}')}.") from None
+        raise DependencyError(
+            f"Selvedge's learned network needs onnxruntime {ONNXRUNTIME}: {reason}. "
+            f"Set Network to Off to bake with the XPBD solver alone, or "
+            f"{_fix(f'onnxruntime=={ONNXRUNTIME}')}."
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,8 +221,12 @@ def compile_solver() -> float:
     from .solver.collisions import Box, Capsule, Colliders, Plane, Sphere
 
     vertices, faces, uvs = grid_mesh(4, 4, origin=(0.0, 0.0, 0.1))
-    proxies = [Plane(), Sphere(0.2, position=(0.5, 0.5, -0.15)), Capsule(0.05, 0.2, position=(0.2, 0.2, 0.0)),
-               Box((0.1, 0.1, 0.1), position=(0.8, 0.8, 0.0))]
+    proxies = [
+        Plane(),
+        Sphere(0.2, position=(0.5, 0.5, -0.15)),
+        Capsule(0.05, 0.2, position=(0.2, 0.2, 0.0)),
+        Box((0.1, 0.1, 0.1), position=(0.8, 0.8, 0.0)),
+    ]
     colliders = Colliders(proxies, cloth_thickness=0.004)
     cloth = Cloth(vertices, faces, uvs=uvs, contact_handler=colliders)
     cloth.step()
@@ -227,8 +246,10 @@ def prepare_bake(report, network_mode: str = "OFF", show_status=None):
         require_network()
     if solver_compiled_before():
         return None
-    message = ("Selvedge: first bake on this machine: compiling the solver with Numba (once per machine and "
-               f"Selvedge version, ~10 s on an idle core; cached in {solver_cache_folder()})")
+    message = (
+        "Selvedge: first bake on this machine: compiling the solver with Numba (once per machine and "
+        f"Selvedge version, ~10 s on an idle core; cached in {solver_cache_folder()})"
+    )
     report({"INFO"}, message)
     if show_status is not None:
         show_status(message)

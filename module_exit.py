@@ -17,6 +17,7 @@ Both happen after the work is done and reported, so such a process leaves with
 ``sys.exit``. Every script that imports bpy and the command line (``cli.py``) end through here,
 so the knowledge lives in one place.
 """
+
 import atexit
 import os
 import sys
@@ -52,7 +53,7 @@ def _unregister_selvedge():
         if path and os.path.normcase(os.path.abspath(path)) == here and hasattr(module, "unregister"):
             try:
                 module.unregister()
-            except Exception:  # noqa: BLE001  (partially registered, or another copy already did it)
+            except Exception:
                 pass
             if not hasattr(bpy.types.Scene, "selvedge"):
                 return
@@ -70,6 +71,6 @@ def exit_process(status: int = 0):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001  (a closed pipe must not change the status)
+            except Exception:
                 pass
         os._exit(status)

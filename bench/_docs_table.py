@@ -5,6 +5,7 @@ Each bench script owns one section of that file, between ``<!-- bench:NAME -->``
 produced it, the host it ran on and the table, and leaves every other section as it was. The file
 is written atomically (a temporary file renamed over it), so an interrupted bench loses nothing.
 """
+
 from __future__ import annotations
 
 import os

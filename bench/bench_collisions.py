@@ -5,6 +5,10 @@ body) in place of the mesh; a fourth sways the body mesh (2 cm to each side, 2 s
 animated character's torso would move), so that it never stands still and gets none of the
 standing collider's shortcuts; a fifth sways a capsule of about the body's size instead (radius
 15 cm, 70 cm long: the analytic proxy a rig's bones get, see the Blender helper that fits them).
+The standing-shortcut cases (docs/design/collisions.md) run the body, a 1.2 m terrain block (a
+wavy height field of 20k faces closed into a solid) and that height field alone (an open sheet,
+which no SDF can hold) as a mesh with and without ``use_standing_shortcuts``, and the body and
+terrain as 5 mm SDF grids; ``--cases`` picks cases by name.
 
 Prints one JSON line per case and phase with milliseconds per frame: ``drop`` (the cloth lands
 on the body; the first 6 frames, in the air, are untimed; every kernel is compiled or loaded
@@ -14,7 +18,9 @@ separately (as the Cloth times them), the elastic solve (stretch + shear + bendi
 for comparison, and the frame total.
 
     python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64] [--repeat 3]
+        [--cases body_mesh_5k,body_sdf_5mm,...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +33,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-from selvedge.solver import Cloth, SolverSettings, grid_mesh  # noqa: E402
-from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh  # noqa: E402
-from selvedge.solver.mesh import uv_ellipsoid_mesh  # noqa: E402
+from selvedge.solver import Cloth, SolverSettings, grid_mesh
+from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh
+from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
+from selvedge.solver.mesh import uv_ellipsoid_mesh
 
 CONTACT_KEYS = ("contacts_broad_phase", "contacts_narrow_phase", "contacts_solve")
 NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity", "learned"}
@@ -41,36 +48,107 @@ NOT_ELASTIC = set(CONTACT_KEYS) | {"total", "diagnostics", "predict", "velocity"
 def _row(name, phase, pos, body_t, substeps, sums, wall, frames, diag, self_collision):
     mean = {k: v / frames for k, v in sums.items()}
     elastic = sum(v for k, v in mean.items() if k not in NOT_ELASTIC)
-    row = {"case": name, "phase": phase, "cloth_vertices": int(pos.shape[0]), "body_triangles": int(body_t.shape[0]),
-           "substeps": substeps, "frames": frames, "self_collision": self_collision}
+    row = {
+        "case": name,
+        "phase": phase,
+        "cloth_vertices": int(pos.shape[0]),
+        "body_triangles": int(body_t.shape[0]),
+        "substeps": substeps,
+        "frames": frames,
+        "self_collision": self_collision,
+    }
     row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS})
     row["contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in CONTACT_KEYS), 3)
     row["elastic_solve_ms"] = round(elastic, 3)
     row["frame_total_ms"] = round(mean.get("total", 0.0), 3)
     row["wall_ms_per_frame"] = round(1e3 * wall / frames, 3)
-    for key in ("contacts_active_last_substep", "candidates_mesh", "mesh_lists_requeried",
-                "mesh_scans_skipped", "mesh_scans_cached", "mesh_scans_certified", "mesh_scans_cell_lists",
-                "self_pairs_max", "self_triangle_pairs_max"):
+    for key in (
+        "contacts_active_last_substep",
+        "candidates_mesh",
+        "mesh_lists_requeried",
+        "mesh_scans_skipped",
+        "mesh_scans_cached",
+        "mesh_scans_certified",
+        "mesh_scans_cell_lists",
+        "self_pairs_max",
+        "self_triangle_pairs_max",
+    ):
         if key in diag.contacts and (self_collision or not key.startswith("self")):
             row[key] = diag.contacts[key]
     print(json.dumps(row), flush=True)
     return row
 
 
-def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf_spacing=None, sway=False,
-             capsule=False):
+def wavy_surface(n=101, size=1.2, amplitude=0.03, waves=2.0, z=1.0):
+    """An open height field z + a sin(2 pi k x / L) cos(2 pi k y / L), (n-1)^2 x 2 triangles facing up."""
+    v, t, _ = grid_mesh(n, n, size, size, origin=(-size / 2, -size / 2, z))
+    k = 2.0 * np.pi * waves / size
+    v[:, 2] += amplitude * np.sin(k * v[:, 0]) * np.cos(k * v[:, 1])
+    return v, np.ascontiguousarray(t, dtype=np.int64)
+
+
+def terrain_block(depth=0.1, **surface):
+    """The wavy surface closed into a solid block ``depth`` deep (a flat bottom, four walls): a
+    rigid terrain that an SDF can hold (an open surface has no inside)."""
+    top, tt = wavy_surface(**surface)
+    n = len(top)
+    bottom = top.copy()
+    bottom[:, 2] = top[:, 2].min() - depth
+    directed = np.concatenate([tt[:, [0, 1]], tt[:, [1, 2]], tt[:, [2, 0]]])
+    inner = set(map(tuple, directed))
+    rim = np.array([(a, b) for a, b in directed if (b, a) not in inner])  # boundary edges as the top uses them
+    walls = np.concatenate(
+        [
+            np.stack([rim[:, 1], rim[:, 0], rim[:, 0] + n], axis=1),
+            np.stack([rim[:, 1], rim[:, 0] + n, rim[:, 1] + n], axis=1),
+        ]
+    )
+    return np.concatenate([top, bottom]), np.concatenate([tt, tt[:, ::-1] + n, walls]).astype(np.int64)
+
+
+def scene_body(scene):
+    """(vertices, triangles, cloth origin) of the scene's body: the 5k-face torso, the closed terrain
+    block (20k faces on top) or the open wavy sheet alone."""
+    if scene == "terrain":
+        v, t = terrain_block()
+        return v, t, (-0.5, -0.5, 1.1)
+    if scene == "sheet":
+        v, t = wavy_surface()
+        return v, t, (-0.5, -0.5, 1.1)
+    v, t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    return v, t, (-0.5, -0.5, 1.45)
+
+
+def run_case(
+    name,
+    grid,
+    frames,
+    settle,
+    substeps,
+    self_collision,
+    warmup=6,
+    sdf_spacing=None,
+    sway=False,
+    capsule=False,
+    scene="body",
+    shortcuts=True,
+):
     """One case; ``sdf_spacing`` (m) replaces the body mesh by a signed distance grid of it (the
-    proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame."""
-    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
-    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
+    proxy for a rigid body), ``capsule`` by a capsule; ``sway`` moves the body every frame;
+    ``scene`` picks the body (:func:`scene_body`); ``shortcuts=False`` turns the standing mesh
+    collider's shortcuts off (``Colliders.use_standing_shortcuts``)."""
+    body_v, body_t, origin = scene_body(scene)
+    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=origin)
     if capsule:
         body = Capsule(0.15, 0.2, name="body", position=(0.0, 0.0, 1.0))
     elif sdf_spacing is None:
         body = TriangleMesh(body_v, body_t, name="body")
     else:
         body = SDFGrid(body_v, body_t, sdf_spacing, name="body")
-    contacts = Colliders([body], cloth_thickness=0.004,
-                         self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces)
+    contacts = Colliders(
+        [body], cloth_thickness=0.004, self_collision=SelfCollision() if self_collision else None, cloth_triangles=faces
+    )
+    contacts.use_standing_shortcuts = shortcuts
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     rows = []
     for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
@@ -90,9 +168,138 @@ def run_case(name, grid, frames, settle, substeps, self_collision, warmup=6, sdf
                 wall += time.perf_counter() - t0
                 for k, v in diag.timings_ms.items():
                     sums[k] = sums.get(k, 0.0) + v
-        rows.append(_row(name, phase, pos, body_t[:0] if capsule else body_t, substeps, sums, wall, count, diag,
-                         self_collision))
+        rows.append(
+            _row(name, phase, pos, body_t[:0] if capsule else body_t, substeps, sums, wall, count, diag, self_collision)
+        )
     return rows
+
+
+#: Case name -> run_case options. The ``*_no_shortcuts`` and ``*_sdf_5mm`` cases measure the
+#: standing mesh collider's shortcuts against an SDF built once (docs/design/collisions.md); the
+#: open sheet has no SDF (an SDF grid needs a closed mesh: SDFGrid refuses an open one).
+CASES = {
+    "body_mesh_5k": dict(self_collision=False),
+    "body_mesh_5k_self_collision": dict(self_collision=True),
+    "body_sdf_5mm": dict(self_collision=False, sdf_spacing=0.005),
+    "body_mesh_5k_moving": dict(self_collision=False, sway=True),
+    "body_capsule_moving": dict(self_collision=False, sway=True, capsule=True),
+    "body_mesh_5k_no_shortcuts": dict(self_collision=False, shortcuts=False),
+    "terrain_mesh_20k": dict(self_collision=False, scene="terrain"),
+    "terrain_mesh_20k_no_shortcuts": dict(self_collision=False, scene="terrain", shortcuts=False),
+    "terrain_sdf_5mm": dict(self_collision=False, scene="terrain", sdf_spacing=0.005),
+    "open_sheet_mesh_20k": dict(self_collision=False, scene="sheet"),
+    "open_sheet_mesh_20k_no_shortcuts": dict(self_collision=False, scene="sheet", shortcuts=False),
+}
+
+WORLD_KEYS = ("cloth_contacts_detection", "cloth_contacts_narrow_phase", "cloth_contacts_solve")
+
+
+def run_world_case(name, grid, frames, settle, substeps, warmup=6):
+    """The body-mesh case with self-collision through a :class:`CollisionWorld` (vertex-triangle
+    and edge-edge contacts, candidates reused across substeps): the cloth-contact time against
+    the elastic solve of the same frames."""
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    pos, faces, _ = grid_mesh(grid, grid, 1.0, 1.0, origin=(-0.5, -0.5, 1.45))
+    contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
+    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
+    world = CollisionWorld([cloth])
+    rows = []
+    for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
+        sums: dict[str, float] = {}
+        for f in range(skip + count):
+            diag = world.step()[0]
+            if f >= skip:
+                for k, v in list(diag.timings_ms.items()) + list(world.last_timings_ms.items()):
+                    sums[k] = sums.get(k, 0.0) + v
+        mean = {k: v / count for k, v in sums.items()}
+        elastic = sum(
+            v
+            for k, v in mean.items()
+            if k not in NOT_ELASTIC and k not in WORLD_KEYS and k not in ("world_total", "intersection_count")
+        )
+        row = {
+            "case": name,
+            "phase": phase,
+            "cloth_vertices": int(pos.shape[0]),
+            "substeps": substeps,
+            "frames": count,
+            "self_collision": "world",
+        }
+        row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS + WORLD_KEYS})
+        row["cloth_contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in WORLD_KEYS), 3)
+        row["elastic_solve_ms"] = round(elastic, 3)
+        row["cloth_contacts_over_elastic"] = round(row["cloth_contacts_total_ms"] / elastic, 3)
+        row["frame_total_ms"] = round(mean.get("world_total", 0.0), 3)
+        row.update(
+            {
+                k: world.last_stats[k]
+                for k in (
+                    "vertex_triangle_candidates",
+                    "edge_edge_candidates",
+                    "vertex_triangle_active_max",
+                    "edge_edge_active_max",
+                )
+            }
+        )
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def tube_mesh(around, rows, rx, ry, z0, z1, centre=(0.0, 0.0)):
+    """A closed tube (elliptic section rx, ry) from z0 (bottom) to z1 (top): ``around * rows`` vertices."""
+    a = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
+    z = np.linspace(z0, z1, rows)
+    pos = np.array([[centre[0] + rx * np.cos(t), centre[1] + ry * np.sin(t), h] for h in z for t in a])
+    faces = []
+    for j in range(rows - 1):
+        for i in range(around):
+            a0, a1 = j * around + i, j * around + (i + 1) % around
+            b0, b1 = a0 + around, a1 + around
+            faces += [(a0, a1, b1), (a0, b1, b0)] if (i + j) % 2 else [(a0, a1, b0), (a1, b1, b0)]
+    return pos, np.array(faces, dtype=np.int64)
+
+
+def run_layers_case(frames, substeps, layers, warmup=4):
+    """Garments (~5k-vertex tubes around the body, pinned at their top ring) on the body mesh
+    swaying 2 cm each side: ``layers = 1`` is one garment without self-collision (plain Cloth),
+    2 two layered garments in one CollisionWorld (self and cloth-cloth contacts). Frame ms."""
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    cloths, handlers = [], []
+    for k in range(layers):
+        pos, faces = tube_mesh(84, 60, 0.18 + 0.012 * (k + 1), 0.12 + 0.012 * (k + 1), 0.85, 1.25)
+        pins = (pos[:, 2] > 1.25 - 1e-9).astype(float)
+        handler = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
+        cloths.append(
+            Cloth(pos, faces, settings=SolverSettings(substeps=substeps), pin_weights=pins, contact_handler=handler)
+        )
+        handlers.append(handler)
+    world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(layers)]) if layers > 1 else None
+    pinned = [c.rest_positions[c.pinned_vertices] for c in cloths]
+    wall = 0.0
+    for f in range(warmup + frames):
+        shift = np.array([0.02 * np.sin(2.0 * np.pi * (f + 1) / 48.0), 0.0, 0.0])
+        for h in handlers:
+            h.set_mesh_positions("body", body_v + shift)
+        targets = [p + shift for p in pinned]
+        t0 = time.perf_counter()
+        if world is None:
+            cloths[0].step(targets[0])
+        else:
+            world.step(targets)
+        if f >= warmup:
+            wall += time.perf_counter() - t0
+    row = {
+        "case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
+        "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)),
+        "substeps": substeps,
+        "frames": frames,
+        "wall_ms_per_frame": round(1e3 * wall / frames, 3),
+    }
+    if world is not None:
+        row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates")})
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def warm_up():
@@ -101,8 +308,12 @@ def warm_up():
     the landing, would otherwise put their compile time in the timed drop frames of a cold cache)."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     pos, faces, _ = grid_mesh(24, 24, 0.5, 0.5, origin=(-0.25, -0.25, 1.45))
-    contacts = Colliders([TriangleMesh(body_v, body_t), SDFGrid(body_v, body_t, 0.01)], cloth_thickness=0.004,
-                         self_collision=SelfCollision(), cloth_triangles=faces)
+    contacts = Colliders(
+        [TriangleMesh(body_v, body_t), SDFGrid(body_v, body_t, 0.01)],
+        cloth_thickness=0.004,
+        self_collision=SelfCollision(),
+        cloth_triangles=faces,
+    )
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=20), contact_handler=contacts)
     for _ in range(14):
         cloth.step()
@@ -114,27 +325,73 @@ def main(argv=None):
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
     parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
     parser.add_argument("--grid", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run the cases this many times, interleaved, then print one 'summary' line per case "
-                             "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)")
+    parser.add_argument(
+        "--world",
+        action="store_true",
+        help="only the collision-world cases: self-collision through the world next to the "
+        "old self-collision on the body mesh, and two layered garments against one",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the cases this many times, interleaved, then print one 'summary' line per case "
+        "and phase with medians (runs on a shared 2-core machine vary by 10-30 %%)",
+    )
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help="comma-separated case names (default: all): " + ", ".join(CASES)
+    )
     args = parser.parse_args(argv)
+    cases = args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
     warm_up()
+    if args.world:
+        return world_cases(args)
     rows = []
     for repeat in range(1, args.repeat + 1):
-        for r in (run_case("body_mesh_5k", args.grid, args.frames, args.settle, args.substeps, self_collision=False)
-                  + run_case("body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=True)
-                  + run_case("body_sdf_5mm", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sdf_spacing=0.005)
-                  + run_case("body_mesh_5k_moving", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sway=True)
-                  + run_case("body_capsule_moving", args.grid, args.frames, args.settle, args.substeps,
-                             self_collision=False, sway=True, capsule=True)):
-            r["repeat"] = repeat
-            rows.append(r)
+        for name in cases:
+            for r in run_case(name, args.grid, args.frames, args.settle, args.substeps, **CASES[name]):
+                r["repeat"] = repeat
+                rows.append(r)
     if args.repeat > 1:
         for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
             print(json.dumps(summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])), flush=True)
+
+
+def world_cases(args):
+    """Interleaved repeats of: the old self-collision (Colliders + SelfCollision), the world's
+    self-collision, one garment alone, two layered garments; one summary line per comparison."""
+    run_world_case("warm", 16, 2, 1, args.substeps, warmup=1)
+    run_layers_case(1, args.substeps, 2, warmup=1)
+    ratios, layer_ratios = [], []
+    for repeat in range(args.repeat):
+        old = run_case(
+            "body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True
+        )
+        new = run_world_case("body_mesh_5k_world_self_collision", args.grid, args.frames, args.settle, args.substeps)
+        for o, n in zip(old, new):
+            ratios.append(
+                {
+                    "phase": n["phase"],
+                    "old_contacts_over_elastic": round((o["contacts_total_ms"]) / o["elastic_solve_ms"], 2),
+                    "world_cloth_contacts_over_elastic": n["cloth_contacts_over_elastic"],
+                }
+            )
+        one = run_layers_case(args.frames, args.substeps, 1)
+        two = run_layers_case(args.frames, args.substeps, 2)
+        layer_ratios.append(two["wall_ms_per_frame"] / one["wall_ms_per_frame"])
+    print(
+        json.dumps(
+            {
+                "summary": True,
+                "self_collision_ratios": ratios,
+                "two_layers_over_one_garment": [round(r, 2) for r in layer_ratios],
+            }
+        ),
+        flush=True,
+    )
 
 
 def summary_line(key, rows):

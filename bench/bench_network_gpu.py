@@ -25,6 +25,7 @@ Every result is a JSON line with ``"bench": "network_gpu"``:
     python bench/bench_network_gpu.py --torch-standin      # CUDA machine: ~4-6 min (docs/design/network.md, GPU)
     python bench/bench_network_gpu.py --dry-run --torch-standin   # anywhere, CPU: small sizes, 4-frame matrix
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-from selvedge.models import runtime  # noqa: E402
-from selvedge.models.graph import SPHERE, ColliderState, build_mesh_graph, model_inputs, world_edges  # noqa: E402
-from selvedge.models.runtime import (  # noqa: E402
+from selvedge.models import runtime
+from selvedge.models.graph import SPHERE, ColliderState, build_mesh_graph, model_inputs, world_edges
+from selvedge.models.runtime import (
     CPU_PROVIDER,
     CUDA_PROVIDER,
     DEFAULT_MODEL_PATH,
@@ -56,12 +57,21 @@ from selvedge.models.runtime import (  # noqa: E402
     STATIC_INPUTS,
     LearnedModel,
 )
-from selvedge.solver.materials import Material  # noqa: E402
-from selvedge.solver.mesh import grid_mesh  # noqa: E402
+from selvedge.solver.materials import Material
+from selvedge.solver.mesh import grid_mesh
 
-INPUT_NAMES = ["node_features", "edge_features", "senders", "receivers", "incidence", "free_mask",
-               "world_edge_features", "world_receivers", "world_incidence"]
-FULL_SIDES = (64, 128, 256, 512)    # 4k, 16k, 64k, 256k vertices
+INPUT_NAMES = [
+    "node_features",
+    "edge_features",
+    "senders",
+    "receivers",
+    "incidence",
+    "free_mask",
+    "world_edge_features",
+    "world_receivers",
+    "world_incidence",
+]
+FULL_SIDES = (64, 128, 256, 512)  # 4k, 16k, 64k, 256k vertices
 DRY_SIDES = (16, 32)
 FRAME_DT = 1.0 / 24.0
 
@@ -88,8 +98,15 @@ def grid_feeds(side: int, seed: int = 0) -> dict[str, dict]:
     x = pos + rng.normal(0.0, 1e-3, pos.shape)
     v = rng.normal(0.0, 0.3, pos.shape)
     centre = np.array([[0.5, 0.5, -0.28]])
-    sphere = ColliderState(np.array([SPHERE]), np.array([[0.3, 0.0, 0.0]]), centre, np.array([[1.0, 0, 0, 0]]),
-                           centre + [0.0, 0.0, 0.01], np.array([[1.0, 0, 0, 0]]), np.array([0.004]))
+    sphere = ColliderState(
+        np.array([SPHERE]),
+        np.array([[0.3, 0.0, 0.0]]),
+        centre,
+        np.array([[1.0, 0, 0, 0]]),
+        centre + [0.0, 0.0, 0.01],
+        np.array([[1.0, 0, 0, 0]]),
+        np.array([0.004]),
+    )
     world = world_edges(sphere, x, v, FRAME_DT, graph.free)
     return {"no_world": model_inputs(graph, x, v, FRAME_DT), "world": model_inputs(graph, x, v, FRAME_DT, world=world)}
 
@@ -136,8 +153,10 @@ class TorchStandIn:
         self.provider = f"torch-{self.device.type}"
         self.device_label = f"{where} (PyTorch stand-in)"
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else platform.machine()
-        self.provider_message = (f"learned network runs in PyTorch {torch.__version__} on {device} ({name}): a "
-                                 "stand-in for onnxruntime's CUDA provider, which is not installed here")
+        self.provider_message = (
+            f"learned network runs in PyTorch {torch.__version__} on {device} ({name}): a "
+            "stand-in for onnxruntime's CUDA provider, which is not installed here"
+        )
         self._static: dict[str, tuple] = {}
         self.last_ms = 0.0
 
@@ -175,17 +194,32 @@ def environment(ort) -> dict:
     torch_info = {"torch": None}
     try:
         import torch
-        torch_info = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
-                      "torch_cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+        torch_info = {
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "torch_cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
     except ImportError:
         pass
     available = list(ort.get_available_providers())
-    note = ("onnxruntime's CUDA provider is available" if CUDA_PROVIDER in available else
-            f"NO CUDA PROVIDER: {runtime.cuda_build(ort)} has only {available}; GPU rows need onnxruntime-gpu "
-            "(docs/design/network.md, section GPU) or --torch-standin (PyTorch on CUDA, labelled stand-in)")
-    return emit("environment", python=platform.python_version(), onnxruntime=ort.__version__,
-                build=runtime.cuda_build(ort), available_providers=available, cpu_count=os.cpu_count(),
-                loadavg_1m=round(os.getloadavg()[0], 2), note=note, **torch_info)
+    note = (
+        "onnxruntime's CUDA provider is available"
+        if CUDA_PROVIDER in available
+        else f"NO CUDA PROVIDER: {runtime.cuda_build(ort)} has only {available}; GPU rows need onnxruntime-gpu "
+        "(docs/design/network.md, section GPU) or --torch-standin (PyTorch on CUDA, labelled stand-in)"
+    )
+    return emit(
+        "environment",
+        python=platform.python_version(),
+        onnxruntime=ort.__version__,
+        build=runtime.cuda_build(ort),
+        available_providers=available,
+        cpu_count=os.cpu_count(),
+        loadavg_1m=round(os.getloadavg()[0], 2),
+        note=note,
+        **torch_info,
+    )
 
 
 def placement(model: LearnedModel, feed) -> dict:
@@ -203,10 +237,14 @@ def placement(model: LearnedModel, feed) -> dict:
         if e.get("cat") == "Node" and "provider" in args and e.get("name", "").endswith("_kernel_time"):
             nodes[args["provider"]].add(e["name"][: -len("_kernel_time")])
             micros[args["provider"]] += float(e.get("dur", 0.0)) / 2.0
-    return emit("placement", session_providers=model.session.get_providers(), provider=model.provider,
-                nodes_per_provider={k: len(v) for k, v in nodes.items()},
-                kernel_ms_per_inference={k: round(v / 1e3, 4) for k, v in micros.items()},
-                cpu_nodes=sorted(nodes.get(CPU_PROVIDER, ())) if model.provider == CUDA_PROVIDER else [])
+    return emit(
+        "placement",
+        session_providers=model.session.get_providers(),
+        provider=model.provider,
+        nodes_per_provider={k: len(v) for k, v in nodes.items()},
+        kernel_ms_per_inference={k: round(v / 1e3, 4) for k, v in micros.items()},
+        cpu_nodes=sorted(nodes.get(CPU_PROVIDER, ())) if model.provider == CUDA_PROVIDER else [],
+    )
 
 
 def resident_runner(model: LearnedModel, feed):
@@ -227,6 +265,7 @@ def resident_runner(model: LearnedModel, feed):
 
     def output():
         return binding.copy_outputs_to_cpu()[0]
+
     run.inputs = held  # the device copies live as long as the runner
     return run, output
 
@@ -235,33 +274,77 @@ def ort_rows(model: LearnedModel, feed, reference, reps, common, bound_modes: bo
     """session.run with NumPy inputs; with ``bound_modes`` also I/O binding and all-resident."""
     tag = "cuda" if model.provider == CUDA_PROVIDER else "cpu"
     extra = {"threads": model.threads} if tag == "cpu" else {}
-    plain = lambda: model.session.run([OUTPUT_NAME], feed)[0]  # noqa: E731
-    rows = [emit("latency", mode=tag, provider=model.provider, ms=median_ms(plain, reps),
-                 max_abs_diff_vs_cpu=float(np.abs(plain() - reference).max()), **extra, **common)]
+    plain = lambda: model.session.run([OUTPUT_NAME], feed)[0]
+    rows = [
+        emit(
+            "latency",
+            mode=tag,
+            provider=model.provider,
+            ms=median_ms(plain, reps),
+            max_abs_diff_vs_cpu=float(np.abs(plain() - reference).max()),
+            **extra,
+            **common,
+        )
+    ]
     if bound_modes:
-        bound = lambda: model._run_bound(feed)  # noqa: E731
-        rows.append(emit("latency", mode=f"{tag}-iobinding", provider=model.provider, ms=median_ms(bound, reps),
-                         max_abs_diff_vs_cpu=float(np.abs(bound() - reference).max()), **extra, **common))
+        bound = lambda: model._run_bound(feed)
+        rows.append(
+            emit(
+                "latency",
+                mode=f"{tag}-iobinding",
+                provider=model.provider,
+                ms=median_ms(bound, reps),
+                max_abs_diff_vs_cpu=float(np.abs(bound() - reference).max()),
+                **extra,
+                **common,
+            )
+        )
         run, output = resident_runner(model, feed)
         ms = median_ms(run, reps)
-        rows.append(emit("latency", mode=f"{tag}-resident", provider=model.provider, ms=ms,
-                         max_abs_diff_vs_cpu=float(np.abs(output() - reference).max()), **extra, **common))
+        rows.append(
+            emit(
+                "latency",
+                mode=f"{tag}-resident",
+                provider=model.provider,
+                ms=ms,
+                max_abs_diff_vs_cpu=float(np.abs(output() - reference).max()),
+                **extra,
+                **common,
+            )
+        )
     return rows
 
 
 def standin_rows(standin: TorchStandIn, feed, reference, reps, common) -> list[dict]:
     """The stand-in with NumPy inputs and outputs (as the solver needs), and with everything resident."""
     kind = standin.device.type
-    rows = [emit("latency", mode=f"torch-{kind}", provider=standin.provider, stand_in=True,
-                 ms=median_ms(lambda: standin.run(feed), reps),
-                 max_abs_diff_vs_cpu=float(np.abs(standin.run(feed) - reference).max()), **common)]
+    rows = [
+        emit(
+            "latency",
+            mode=f"torch-{kind}",
+            provider=standin.provider,
+            stand_in=True,
+            ms=median_ms(lambda: standin.run(feed), reps),
+            max_abs_diff_vs_cpu=float(np.abs(standin.run(feed) - reference).max()),
+            **common,
+        )
+    ]
     args = standin.tensors(feed)
 
     def resident():
         standin.forward(args)
         standin.synchronize()
-    rows.append(emit("latency", mode=f"torch-{kind}-resident", provider=standin.provider, stand_in=True,
-                     ms=median_ms(resident, reps), **common))
+
+    rows.append(
+        emit(
+            "latency",
+            mode=f"torch-{kind}-resident",
+            provider=standin.provider,
+            stand_in=True,
+            ms=median_ms(resident, reps),
+            **common,
+        )
+    )
     return rows
 
 
@@ -287,6 +370,7 @@ def latency(sides, cpu_model, cuda_model, standin, dry_run: bool, repeats: int |
 def latency_table(rows) -> str:
     """Markdown: one row per (vertices, world edges), one column per mode."""
     from _docs_table import markdown_table
+
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     keys = list(dict.fromkeys((r["vertices"], r["world_edges"]) for r in rows))
     cells = {(r["vertices"], r["world_edges"], r["mode"]): r["ms"] for r in rows}
@@ -297,13 +381,21 @@ def latency_table(rows) -> str:
 
 def docs_body(result) -> str:
     env = result["environment"]
-    lines = [f"onnxruntime {env['onnxruntime']} ({env['build']}), providers {env['available_providers']}; torch "
-             f"{env.get('torch')} (CUDA {env.get('torch_cuda')}, {env.get('torch_cuda_device')}). Median ms/inference; "
-             "`stand-in` columns are PyTorch, not onnxruntime.", "", result["latency_table"]]
+    lines = [
+        f"onnxruntime {env['onnxruntime']} ({env['build']}), providers {env['available_providers']}; torch "
+        f"{env.get('torch')} (CUDA {env.get('torch_cuda')}, {env.get('torch_cuda_device')}). Median ms/inference; "
+        "`stand-in` columns are PyTorch, not onnxruntime.",
+        "",
+        result["latency_table"],
+    ]
     matrix = result.get("matrix")
     if matrix:
-        lines += ["", f"Evaluation matrix (`bench/bench_network.py {' '.join(matrix['args'])}`), network on "
-                  f"{matrix['provider']} ({matrix['device']}), solver on the CPU:", ""]
+        lines += [
+            "",
+            f"Evaluation matrix (`bench/bench_network.py {' '.join(matrix['args'])}`), network on "
+            f"{matrix['provider']} ({matrix['device']}), solver on the CPU:",
+            "",
+        ]
         lines += [f"- **{metric}:** {h['line']}" for metric, h in matrix["headline"].items()]
     return "\n".join(lines)
 
@@ -312,6 +404,7 @@ def publish(result, args) -> None:
     """--write-docs / --update-card with ``result`` (this run's, or a device run's latency.json)."""
     if args.write_docs:
         from _docs_table import write_section
+
         write_section("bench_network_gpu", result["command"], docs_body(result))
     if args.update_card:
         update_card(result, result["command"])
@@ -321,41 +414,62 @@ def update_card(result, command) -> None:
     from _docs_table import host_line
 
     from selvedge.models.training.card import MODELS_DIR, write_card
+
     metrics_path = MODELS_DIR / "metrics.json"
     metrics = json.loads(metrics_path.read_text())
     matrix = result.get("matrix") or {}
     env = result["environment"]
-    metrics["gpu"] = {"command": command, "host": f"{host_line()}; {env.get('torch_cuda_device')}",
-                      "provider": matrix.get("provider", "-"), "latency_table": result["latency_table"],
-                      "headline": {m: h["line"] for m, h in matrix.get("headline", {}).items()}}
+    metrics["gpu"] = {
+        "command": command,
+        "host": f"{host_line()}; {env.get('torch_cuda_device')}",
+        "provider": matrix.get("provider", "-"),
+        "latency_table": result["latency_table"],
+        "headline": {m: h["line"] for m, h in matrix.get("headline", {}).items()},
+    }
     metrics_path.write_text(json.dumps(metrics, indent=1))
     write_card(metrics)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dry-run", action="store_true",
-                    help=f"small grids {DRY_SIDES} and a 4-frame, one-scene matrix: tests the script on any machine")
-    ap.add_argument("--torch-standin", action="store_true",
-                    help="where onnxruntime has no CUDA provider, time the same network in PyTorch (CUDA if torch "
-                         "has it, else the CPU in --dry-run), labelled stand-in")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"small grids {DRY_SIDES} and a 4-frame, one-scene matrix: tests the script on any machine",
+    )
+    ap.add_argument(
+        "--torch-standin",
+        action="store_true",
+        help="where onnxruntime has no CUDA provider, time the same network in PyTorch (CUDA if torch "
+        "has it, else the CPU in --dry-run), labelled stand-in",
+    )
     ap.add_argument("--sides", type=int, nargs="+", default=None, help=f"grid sides (default {FULL_SIDES})")
     ap.add_argument("--cpu-threads", type=int, default=DEFAULT_THREADS)
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per row (default: ~3 s worth, 3-50)")
     ap.add_argument("--skip-matrix", action="store_true")
-    ap.add_argument("--matrix-args", default=None,
-                    help="arguments for bench/bench_network.py (default --quick; --dry-run: 4 frames, 1 scene)")
+    ap.add_argument(
+        "--matrix-args",
+        default=None,
+        help="arguments for bench/bench_network.py (default --quick; --dry-run: 4 frames, 1 scene)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench_network_gpu")
     ap.add_argument("--write-docs", action="store_true", help="replace this bench's table in docs/benchmarks.md")
-    ap.add_argument("--update-card", action="store_true",
-                    help="store the GPU rows in models/metrics.json (\"gpu\") and rewrite the model card")
-    ap.add_argument("--from-json", type=Path, default=None,
-                    help="measure nothing: take the results from a latency.json a device run wrote (for "
-                         "--write-docs / --update-card here, after the device run)")
+    ap.add_argument(
+        "--update-card",
+        action="store_true",
+        help='store the GPU rows in models/metrics.json ("gpu") and rewrite the model card',
+    )
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="measure nothing: take the results from a latency.json a device run wrote (for "
+        "--write-docs / --update-card here, after the device run)",
+    )
     args = ap.parse_args(argv)
     given = list(sys.argv[1:] if argv is None else argv)
     if "--out" in given:  # where the files went is no part of the command to rerun
-        del given[given.index("--out"):given.index("--out") + 2]
+        del given[given.index("--out") : given.index("--out") + 2]
     command = " ".join(["python bench/bench_network_gpu.py", *given])
     if args.from_json is not None:
         result = json.loads(args.from_json.read_text())
@@ -376,11 +490,16 @@ def main(argv=None):
         if cuda_model.provider != CUDA_PROVIDER:
             cuda_model = None
     else:
-        emit("placement", session_providers=cpu_model.session.get_providers(), provider=cpu_model.provider,
-             note="no CUDA provider: every node runs on the CPU provider")
+        emit(
+            "placement",
+            session_providers=cpu_model.session.get_providers(),
+            provider=cpu_model.provider,
+            note="no CUDA provider: every node runs on the CPU provider",
+        )
     standin = None
     if cuda_model is None and args.torch_standin:
         import torch
+
         device = "cuda" if torch.cuda.is_available() else ("cpu" if args.dry_run else None)
         if device is None:
             emit("standin", note="PyTorch has no CUDA device either: no GPU rows")
@@ -388,8 +507,11 @@ def main(argv=None):
             standin = TorchStandIn(device=device)
             print(standin.provider_message, flush=True)
     elif cuda_model is None:
-        print("no GPU rows: onnxruntime has no working CUDA provider; pass --torch-standin to time the same network "
-              "in PyTorch on CUDA (labelled stand-in)", flush=True)
+        print(
+            "no GPU rows: onnxruntime has no working CUDA provider; pass --torch-standin to time the same network "
+            "in PyTorch on CUDA (labelled stand-in)",
+            flush=True,
+        )
     sides = args.sides or (DRY_SIDES if args.dry_run else FULL_SIDES)
     rows = latency(sides, cpu_model, cuda_model, standin, args.dry_run, args.repeats)
     table = latency_table(rows)
@@ -398,12 +520,21 @@ def main(argv=None):
     gpu_model = cuda_model or standin or (cpu_model if args.dry_run else None)
     if not args.skip_matrix and gpu_model is not None:
         import bench_network
-        matrix_args = (args.matrix_args.split() if args.matrix_args is not None else
-                       ["--frames", "4", "--scenes", "1", "--substeps", "4", "--iterations", "1", "--variants", "1:0"]
-                       if args.dry_run else ["--quick"])
+
+        matrix_args = (
+            args.matrix_args.split()
+            if args.matrix_args is not None
+            else ["--frames", "4", "--scenes", "1", "--substeps", "4", "--iterations", "1", "--variants", "1:0"]
+            if args.dry_run
+            else ["--quick"]
+        )
         matrix = bench_network.main(matrix_args + ["--out", str(args.out / "matrix")], model=gpu_model)
-        result["matrix"] = {"args": matrix_args, "device": matrix["device"], "provider": matrix["provider"],
-                            "headline": matrix["headline"]}
+        result["matrix"] = {
+            "args": matrix_args,
+            "device": matrix["device"],
+            "provider": matrix["provider"],
+            "headline": matrix["headline"],
+        }
     elif gpu_model is None:
         print("matrix not run: no GPU network (no CUDA provider, no --torch-standin)", flush=True)
     result["seconds"] = round(time.perf_counter() - t_start, 1)

@@ -20,6 +20,7 @@ each timed from process start to the end of its first simulated frame.
     .venv/bin/python bench/bench_solver.py --sizes 64 256 --modes serial colored2
     .venv/bin/python bench/bench_solver.py --repeat 3 --no-jit   # medians of 3 interleaved runs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,7 @@ def source_fingerprint() -> str:
     return h.hexdigest()[:10]
 
 
-def build_scene(solver, n: int, mode: str, threads: int, substeps: int, iterations: int,
-                bending_model: str = "auto"):
+def build_scene(solver, n: int, mode: str, threads: int, substeps: int, iterations: int, bending_model: str = "auto"):
     import numpy as np
 
     positions, faces, uvs = solver.grid_mesh(n, n, 1.0, 1.0, origin=(0.0, 0.0, 1.0))
@@ -76,8 +76,15 @@ def build_scene(solver, n: int, mode: str, threads: int, substeps: int, iteratio
     pins = np.zeros(n * n)
     pins[[fixed, moving]] = 1.0
     settings = solver.SolverSettings(substeps=substeps, iterations=iterations, solve_mode=mode, threads=threads)
-    cloth = solver.Cloth(positions, faces, material=solver.preset("cotton"), settings=settings, pin_weights=pins,
-                         uvs=uvs, options=solver.ClothOptions(bending_model=bending_model))
+    cloth = solver.Cloth(
+        positions,
+        faces,
+        material=solver.preset("cotton"),
+        settings=settings,
+        pin_weights=pins,
+        uvs=uvs,
+        options=solver.ClothOptions(bending_model=bending_model),
+    )
     start = positions[[fixed, moving]].copy()
 
     def targets(frame: int, ramp_frames: int = 36) -> np.ndarray:
@@ -98,10 +105,20 @@ def run_case(solver, n: int, label: str, args) -> dict:
     t0 = time.perf_counter()
     cloth, targets = build_scene(solver, n, mode, threads, args.substeps, args.iterations, args.bending)
     build_s = time.perf_counter() - t0
-    line = {"case": "solve", "grid": f"{n}x{n}", "vertices": n * n, "constraints": cloth.constraint_count,
-            "per_set": {c.name: c.count for c in cloth._sets_serial}, "substeps": args.substeps,
-            "iterations": args.iterations, "bending": args.bending,
-            "bending_resolved": cloth.bending_model, "mode": mode, "threads": threads, "build_s": round(build_s, 3)}
+    line = {
+        "case": "solve",
+        "grid": f"{n}x{n}",
+        "vertices": n * n,
+        "constraints": cloth.constraint_count,
+        "per_set": {c.name: c.count for c in cloth._sets_serial},
+        "substeps": args.substeps,
+        "iterations": args.iterations,
+        "bending": args.bending,
+        "bending_resolved": cloth.bending_model,
+        "mode": mode,
+        "threads": threads,
+        "build_s": round(build_s, 3),
+    }
     frame = 0
     try:
         t0 = time.perf_counter()
@@ -117,7 +134,8 @@ def run_case(solver, n: int, label: str, args) -> dict:
         t_start = time.perf_counter()
         cpu_start = time.process_time()
         while len(diags) < args.min_frames or (
-                len(diags) < args.max_frames and time.perf_counter() - t_start < args.budget_s):
+            len(diags) < args.max_frames and time.perf_counter() - t_start < args.budget_s
+        ):
             frame += 1
             diags.append(cloth.step(pin_targets=targets(frame)))
     except solver.SimulationError as error:
@@ -135,8 +153,11 @@ def run_case(solver, n: int, label: str, args) -> dict:
         ms_per_frame=round(total_ms / len(diags), 3),
         constraint_ms_per_frame=round(constraint_ms / len(diags), 3),
         diagnostics_ms_per_frame=round(diag_ms / len(diags), 3),
-        phase_ms_per_frame={k: round(sum(d.timings_ms.get(k, 0.0) for d in diags) / len(diags), 3)
-                            for k in diags[0].timings_ms if k not in ("total", "diagnostics")},
+        phase_ms_per_frame={
+            k: round(sum(d.timings_ms.get(k, 0.0) for d in diags) / len(diags), 3)
+            for k in diags[0].timings_ms
+            if k not in ("total", "diagnostics")
+        },
         projections_per_s=round(projections / (constraint_ms * 1e-3)),
         projections_per_s_total=round(projections / (total_ms * 1e-3)),
         # Process CPU time over the same frames (all threads, diagnostics included): on a shared
@@ -184,13 +205,19 @@ def run_child(cache_dir: str) -> dict:
     env = dict(os.environ, SELVEDGE_CACHE_DIR=cache_dir)
     env.pop("NUMBA_CACHE_DIR", None)
     t_spawn = time.time()
-    result = subprocess.run([sys.executable, "-c", CHILD, repr(t_spawn), str(ROOT / "devtools"),
-                             str(Path(__file__).resolve().parent)],
-                            env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, repr(t_spawn), str(ROOT / "devtools"), str(Path(__file__).resolve().parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if result.returncode != 0:
         return {"error": result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"}
-    return {k: (round(v, 3) if isinstance(v, float) else v)
-            for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items()}
+    return {
+        k: (round(v, 3) if isinstance(v, float) else v)
+        for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items()
+    }
 
 
 def jit_line() -> dict:
@@ -198,9 +225,16 @@ def jit_line() -> dict:
         cold = run_child(cache_dir)
         files = sum(len(f) for _, _, f in os.walk(cache_dir))
         warm = run_child(cache_dir)
-    line = {"case": "jit", "grid": "32x32", "cold": cold, "cached": warm, "cache_files": files,
-            "jit_s": cold.get("to_first_frame_s"), "cached_start_s": warm.get("to_first_frame_s"),
-            "target_cached_start_s": TARGET_CACHED_START_S}
+    line = {
+        "case": "jit",
+        "grid": "32x32",
+        "cold": cold,
+        "cached": warm,
+        "cache_files": files,
+        "jit_s": cold.get("to_first_frame_s"),
+        "cached_start_s": warm.get("to_first_frame_s"),
+        "target_cached_start_s": TARGET_CACHED_START_S,
+    }
     if warm.get("to_first_frame_s") is not None:
         line["cached_start_ok"] = warm["to_first_frame_s"] < TARGET_CACHED_START_S
     return line
@@ -209,6 +243,7 @@ def jit_line() -> dict:
 def targets_line(n: int, results: list[dict]) -> dict:
     """How the targets fare on one grid: medians over the repeats (each repeat's colored / serial
     ratio is taken within the repeat, whose runs were close in time), with every run's figure."""
+
     def runs(mode, threads):
         return {r["repeat"]: r for r in results if (r["mode"], r["threads"]) == (mode, threads)}
 
@@ -219,15 +254,17 @@ def targets_line(n: int, results: list[dict]) -> dict:
         summary["serial_projections_per_s"] = round(statistics.median(per_s))
         summary["serial_runs"] = per_s
         summary["serial_ok"] = summary["serial_projections_per_s"] >= TARGET_SERIAL_PROJECTIONS
-        summary["serial_projections_per_cpu_s"] = round(statistics.median(
-            r["projections_per_cpu_s"] for r in serial.values()))
+        summary["serial_projections_per_cpu_s"] = round(
+            statistics.median(r["projections_per_cpu_s"] for r in serial.values())
+        )
     if colored2:
         per_s = [r["projections_per_s"] for r in colored2.values()]
         summary["colored2_projections_per_s"] = round(statistics.median(per_s))
         summary["colored2_runs"] = per_s
         # the target: 1.6x the serial target (40 M/s), i.e. 64 M/s
-        summary["colored2_ok"] = (summary["colored2_projections_per_s"]
-                                  >= TARGET_COLORED2_SPEEDUP * TARGET_SERIAL_PROJECTIONS)
+        summary["colored2_ok"] = (
+            summary["colored2_projections_per_s"] >= TARGET_COLORED2_SPEEDUP * TARGET_SERIAL_PROJECTIONS
+        )
     paired = [colored2[k]["projections_per_s"] / serial[k]["projections_per_s"] for k in serial if k in colored2]
     if paired:
         summary["colored2_speedup_vs_serial"] = round(statistics.median(paired), 2)
@@ -242,16 +279,24 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["serial", "colored1", "colored2"])
     parser.add_argument("--substeps", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--bending", default="auto", choices=("auto", "dihedral", "isometric", "cross_edge"),
-                        help="bending model (default auto: isometric on this flat sheet)")
+    parser.add_argument(
+        "--bending",
+        default="auto",
+        choices=("auto", "dihedral", "isometric", "cross_edge"),
+        help="bending model (default auto: isometric on this flat sheet)",
+    )
     parser.add_argument("--warmup", type=int, default=2, help="frames run before timing (default 2)")
     parser.add_argument("--min-frames", type=int, default=3)
     parser.add_argument("--max-frames", type=int, default=24)
     parser.add_argument("--budget-s", type=float, default=4.0, help="time per case after --min-frames")
     parser.add_argument("--no-jit", action="store_true", help="skip the JIT / cache start-up line")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run every grid and mode this many times, interleaved; the targets line then "
-                             "reports medians (runs on a shared 2-core machine vary by 10-20 %%)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every grid and mode this many times, interleaved; the targets line then "
+        "reports medians (runs on a shared 2-core machine vary by 10-20 %%)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.max_frames, args.budget_s = min(args.max_frames, 8), min(args.budget_s, 1.0)
@@ -264,12 +309,25 @@ def main(argv=None) -> int:
 
     from selvedge import solver
 
-    print(json.dumps({"case": "env", "python": platform.python_version(), "numpy": __import__("numpy").__version__,
-                      "numba": numba.__version__, "cpus": os.cpu_count(), "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
-                      "machine": platform.machine(), "solver_sha": source_fingerprint(),
-                      "threading_layer": _threading_layer(numba),
-                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
-                      "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "case": "env",
+                "python": platform.python_version(),
+                "numpy": __import__("numpy").__version__,
+                "numba": numba.__version__,
+                "cpus": os.cpu_count(),
+                "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
+                "machine": platform.machine(),
+                "solver_sha": source_fingerprint(),
+                "threading_layer": _threading_layer(numba),
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+            }
+        ),
+        flush=True,
+    )
     results = []
     for repeat in range(1, args.repeat + 1):
         for n in sizes:

@@ -22,7 +22,13 @@ One JSON line per solver::
 
     {"solver", "scene", "vertices", "edges", "frames", "ms_per_frame" (mean of timed steps),
      "ms_per_frame_median", "strain_max" (all edges, all frames), "strain_p95" (worst frame's P95),
-     "strain_max_last", "strain_p95_last" (last frame), "compression_max", "settings", "blender", ...}
+     "strain_max_last", "strain_p95_last" (last frame), "compression_max", "compression_p95" (worst frame's
+     P95 of -strain), "strain_max_outside_pin_rings" (edges with both ends over two edges from a pin),
+     "settings", "blender", ...}
+
+then one ``"case": "summary"`` line per scene run by both: Selvedge's ms/frame as a fraction of
+Blender's in this run, and both solvers' strain figures side by side. ``--write-docs`` writes the
+table into docs/benchmarks.md (section ``bench_vs_blender_cloth``).
 
 Garment-on-body scene (``--scene garment``; both scenes run by default): a static body made of
 primitives in one closed mesh object "Body" (a capped cylinder torso, radius 0.2 m, 0.7-1.3 m,
@@ -50,6 +56,7 @@ frame, to show the cloth rests on it; Blender keeps its 0.015 + 0.02 m collision
     .venv/bin/python bench/bench_vs_blender_cloth.py --grid 16 --frames 10
     .venv/bin/python bench/bench_vs_blender_cloth.py --only selvedge --substeps 40
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,10 +72,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
 
-import bpy  # noqa: E402
-import numpy as np  # noqa: E402
-
-from selvedge_import import import_selvedge  # noqa: E402
+import bpy
+import numpy as np
+from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
 
@@ -94,8 +100,9 @@ def new_scene(grid: int, size: float, frames: int):
     scene.frame_start, scene.frame_end = 1, frames
     scene.render.fps, scene.render.fps_base = 24, 1.0
     scene.frame_set(1)
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=grid - 1, y_subdivisions=grid - 1, size=size, calc_uvs=True,
-                                    location=(0.0, 0.0, 1.0))
+    bpy.ops.mesh.primitive_grid_add(
+        x_subdivisions=grid - 1, y_subdivisions=grid - 1, size=size, calc_uvs=True, location=(0.0, 0.0, 1.0)
+    )
     obj = bpy.context.object
     obj.name = "Sheet"
     co = local_positions(obj.data)
@@ -132,13 +139,33 @@ def edge_strain(world: np.ndarray, edges: np.ndarray, rest: np.ndarray) -> np.nd
     return np.linalg.norm(world[edges[:, 1]] - world[edges[:, 0]], axis=1) / rest - 1.0
 
 
+def pin_ring_edges(obj, edges: np.ndarray) -> np.ndarray:
+    """Edges with an end at most two edges from a vertex of the "pins" group (its 2-ring): a point
+    pin's strain is singular on any mesh, so the max is also reported without them."""
+    group = obj.vertex_groups.get("pins")
+    near = np.zeros(len(obj.data.vertices), dtype=bool)
+    if group is not None:
+        for v in obj.data.vertices:
+            if any(g.group == group.index and g.weight > 0 for g in v.groups):
+                near[v.index] = True
+    for _ in range(2):
+        grown = near.copy()
+        grown[edges[near[edges[:, 0]], 1]] = True
+        grown[edges[near[edges[:, 1]], 0]] = True
+        near = grown
+    return near[edges[:, 0]] | near[edges[:, 1]]
+
+
 def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
     """Strain statistics of the evaluated mesh over frames 2..frames (frame 1 is the rest state),
     plus, with ``body``, penetration and distance of the cloth's vertices to the body's surface."""
     edges = mesh_edges(obj.data)
     rest = np.linalg.norm(rest_world[edges[:, 1]] - rest_world[edges[:, 0]], axis=1)
+    ring = pin_ring_edges(obj, edges)
     per_frame = []
     worst_compression = 0.0
+    compression_p95 = 0.0
+    outside_max = 0.0
     contact = []
     for frame in range(2, frames + 1):
         bpy.context.scene.frame_set(frame)
@@ -146,18 +173,33 @@ def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
         s = edge_strain(world, edges, rest)
         per_frame.append((float(s.max()), float(np.percentile(s, 95))))
         worst_compression = max(worst_compression, float(-s.min()))
+        compression_p95 = max(compression_p95, float(np.percentile(-s, 95)))
+        outside_max = max(outside_max, float(s[~ring].max()))
         if body is not None:
             contact.append(signed_distance(world, body_bvh(body)))
-    out = {"edges": int(len(edges)), "strain_max": max(m for m, _ in per_frame),
-           "strain_p95": max(p for _, p in per_frame), "strain_max_last": per_frame[-1][0],
-           "strain_p95_last": per_frame[-1][1], "compression_max": worst_compression}
+    out = {
+        "edges": int(len(edges)),
+        "strain_max": max(m for m, _ in per_frame),
+        "strain_p95": max(p for _, p in per_frame),
+        "strain_max_last": per_frame[-1][0],
+        "strain_p95_last": per_frame[-1][1],
+        "compression_max": worst_compression,
+        "compression_p95": compression_p95,
+        "strain_max_outside_pin_rings": outside_max,
+    }
     if body is not None:
         inside = [int((d < 0.0).sum()) for d in contact]
-        out.update({"penetrating_max": max(inside), "penetrating_last": inside[-1],
-                    "penetrating_frames": sum(1 for n in inside if n), "min_distance_m": min(float(d.min()) for d in contact),
-                    "min_distance_last_m": float(contact[-1].min()),
-                    "contact_last": int((contact[-1] < CONTACT_BAND_M).sum()),
-                    "lowest_z_last_m": float(evaluated_world(obj)[:, 2].min())})
+        out.update(
+            {
+                "penetrating_max": max(inside),
+                "penetrating_last": inside[-1],
+                "penetrating_frames": sum(1 for n in inside if n),
+                "min_distance_m": min(float(d.min()) for d in contact),
+                "min_distance_last_m": float(contact[-1].min()),
+                "contact_last": int((contact[-1] < CONTACT_BAND_M).sum()),
+                "lowest_z_last_m": float(evaluated_world(obj)[:, 2].min()),
+            }
+        )
     return out
 
 
@@ -183,8 +225,10 @@ def body_bvh(body):
 
 
 #: Three fixed directions off every axis and diagonal, for the inside test (ray parity).
-_RAYS = tuple(tuple(float(c) for c in np.array(r) / np.linalg.norm(r))
-              for r in ([0.2873, 0.1947, 0.9378], [-0.8123, 0.4711, 0.1736], [0.3371, -0.9088, -0.2457]))
+_RAYS = tuple(
+    tuple(float(c) for c in np.array(r) / np.linalg.norm(r))
+    for r in ([0.2873, 0.1947, 0.9378], [-0.8123, 0.4711, 0.1736], [0.3371, -0.9088, -0.2457])
+)
 
 
 def signed_distance(points: np.ndarray, bvh) -> np.ndarray:
@@ -201,8 +245,9 @@ def signed_distance(points: np.ndarray, bvh) -> np.ndarray:
         if distance <= 0.0:
             out[i] = 0.0
             continue
-        along = ((p[0] - location[0]) * normal[0] + (p[1] - location[1]) * normal[1]
-                 + (p[2] - location[2]) * normal[2]) / distance
+        along = (
+            (p[0] - location[0]) * normal[0] + (p[1] - location[1]) * normal[1] + (p[2] - location[2]) * normal[2]
+        ) / distance
         inside = along < 0.0 if abs(along) > 0.999 else _inside(p, bvh)
         out[i] = -distance if inside else distance
     return out
@@ -228,8 +273,7 @@ def _inside(p, bvh) -> bool:
 
 
 def timing(ms: list[float]) -> dict:
-    return {"ms_per_frame": statistics.fmean(ms), "ms_per_frame_median": statistics.median(ms),
-            "ms_total": sum(ms)}
+    return {"ms_per_frame": statistics.fmean(ms), "ms_per_frame_median": statistics.median(ms), "ms_total": sum(ms)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,9 +291,16 @@ def play_blender_cloth(mod, frames: int) -> tuple[list, dict]:
         bpy.context.evaluated_depsgraph_get()
         ms.append(1e3 * (time.perf_counter() - t0))
     s = mod.settings
-    settings = {"quality": s.quality, "mass_kg_per_vertex": s.mass, "tension": s.tension_stiffness,
-                "compression": s.compression_stiffness, "shear": s.shear_stiffness, "bending": s.bending_stiffness,
-                "air_damping": s.air_damping, "point_cache": mod.point_cache.info}
+    settings = {
+        "quality": s.quality,
+        "mass_kg_per_vertex": s.mass,
+        "tension": s.tension_stiffness,
+        "compression": s.compression_stiffness,
+        "shear": s.shear_stiffness,
+        "bending": s.bending_stiffness,
+        "air_damping": s.air_damping,
+        "point_cache": mod.point_cache.info,
+    }
     return ms, settings
 
 
@@ -270,8 +321,12 @@ def run_blender_cloth_garment(grid: int, size: float, frames: int) -> dict:
     mod = obj.modifiers.new("Cloth", "CLOTH")
     ms, settings = play_blender_cloth(mod, frames)
     c, b = mod.collision_settings, body.collision
-    settings.update(collision_quality=c.collision_quality, collision_distance_m=c.distance_min,
-                    body_thickness_outer_m=b.thickness_outer, body_friction=b.cloth_friction)
+    settings.update(
+        collision_quality=c.collision_quality,
+        collision_distance_m=c.distance_min,
+        body_thickness_outer_m=b.thickness_outer,
+        body_friction=b.cloth_friction,
+    )
     return {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world, body), "settings": settings}
 
 
@@ -296,27 +351,39 @@ def garment_scene(grid: int, size: float, frames: int):
     scene.frame_set(1)
     bm = bmesh.new()
     depth = TORSO_Z1 - TORSO_Z0
-    bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=True, segments=32, radius1=TORSO_RADIUS,
-                          radius2=TORSO_RADIUS, depth=depth,
-                          matrix=Matrix.Translation((0.0, 0.0, TORSO_Z0 + depth / 2)))
-    bmesh.ops.create_uvsphere(bm, u_segments=32, v_segments=16, radius=HEAD_RADIUS,
-                              matrix=Matrix.Translation((0.0, 0.0, HEAD_Z)))
+    bmesh.ops.create_cone(
+        bm,
+        cap_ends=True,
+        cap_tris=True,
+        segments=32,
+        radius1=TORSO_RADIUS,
+        radius2=TORSO_RADIUS,
+        depth=depth,
+        matrix=Matrix.Translation((0.0, 0.0, TORSO_Z0 + depth / 2)),
+    )
+    bmesh.ops.create_uvsphere(
+        bm, u_segments=32, v_segments=16, radius=HEAD_RADIUS, matrix=Matrix.Translation((0.0, 0.0, HEAD_Z))
+    )
     bmesh.ops.recalc_face_normals(bm, faces=bm.faces)
     mesh = bpy.data.meshes.new("Body")
     bm.to_mesh(mesh)
     bm.free()
     body = bpy.data.objects.new("Body", mesh)
     scene.collection.objects.link(body)
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=grid - 1, y_subdivisions=grid - 1, size=size, calc_uvs=True,
-                                    location=(0.0, 0.0, HEAD_Z + HEAD_RADIUS + GARMENT_GAP))
+    bpy.ops.mesh.primitive_grid_add(
+        x_subdivisions=grid - 1,
+        y_subdivisions=grid - 1,
+        size=size,
+        calc_uvs=True,
+        location=(0.0, 0.0, HEAD_Z + HEAD_RADIUS + GARMENT_GAP),
+    )
     obj = bpy.context.object
     obj.name = "Sheet"
     bpy.context.view_layer.update()
     return obj, body
 
 
-def selvedge_garment_scene(grid: int, size: float, frames: int, folder: Path, solve_mode: str,
-                           substeps: int | None):
+def selvedge_garment_scene(grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None):
     obj, body = garment_scene(grid, size, frames)
     obj.selvedge.role = "CLOTH"
     body.selvedge.role = "COLLIDER"
@@ -343,11 +410,12 @@ def selvedge_scene(grid: int, size: float, frames: int, folder: Path, solve_mode
     return obj
 
 
-def run_selvedge(grid: int, size: float, frames: int, solve_mode: str, substeps: int | None = None,
-                 garment: bool = False) -> dict:
+def run_selvedge(
+    grid: int, size: float, frames: int, solve_mode: str, substeps: int | None = None, garment: bool = False
+) -> dict:
     from selvedge.operators.bake import CacheBake
 
-    quiet = lambda *a, **k: None  # noqa: E731
+    quiet = lambda *a, **k: None
     with tempfile.TemporaryDirectory() as tmp:
         # Warm-up: compile (or load from the JIT cache) every kernel on a tiny sheet (and collider).
         if garment:
@@ -374,17 +442,30 @@ def run_selvedge(grid: int, size: float, frames: int, solve_mode: str, substeps:
                 break
         job.finish()
         solver_strain = [d.strain_max for d in job.sim.runs[0].cloth.history]
-        result = {"solver": "selvedge", **timing(ms),
-                  **(measure(obj, frames, rest_world, body) if garment else measure(obj, frames, rest_world))}
+        result = {
+            "solver": "selvedge",
+            **timing(ms),
+            **(measure(obj, frames, rest_world, body) if garment else measure(obj, frames, rest_world)),
+        }
         s, sc = obj.selvedge, bpy.context.scene.selvedge
-        result["settings"] = {"preset": s.material_preset, "substeps": sc.substeps, "iterations": sc.iterations,
-                              "solve_mode": sc.solve_mode, "bending_model": s.bending_model,
-                              "tethers": s.use_tethers, "density_kg_m2": s.density_kg_m2,
-                              "cloth_thickness_m": s.thickness_m, "friction": s.friction}
+        result["settings"] = {
+            "preset": s.material_preset,
+            "substeps": sc.substeps,
+            "iterations": sc.iterations,
+            "solve_mode": sc.solve_mode,
+            "bending_model": s.bending_model,
+            "tethers": s.use_tethers,
+            "density_kg_m2": s.density_kg_m2,
+            "cloth_thickness_m": s.thickness_m,
+            "friction": s.friction,
+        }
         if garment:
             b = body.selvedge
-            result["settings"]["collider"] = {"proxy": b.collider_proxy, "thickness_m": b.collider_thickness_m,
-                                              "friction": b.collider_friction}
+            result["settings"]["collider"] = {
+                "proxy": b.collider_proxy,
+                "thickness_m": b.collider_thickness_m,
+                "friction": b.collider_friction,
+            }
         # Cross-check of the measurement: the solver's own worst edge strain (its mesh edges).
         result["solver_reported_strain_max"] = max(solver_strain)
     return result
@@ -401,30 +482,117 @@ def main(argv=None) -> int:
     parser.add_argument("--solve-mode", default="serial", choices=("serial", "colored", "jacobi"))
     parser.add_argument("--substeps", type=int, help="Selvedge substeps (default: the scene default)")
     parser.add_argument("--only", choices=("blender", "selvedge"), help="run one solver only")
+    parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
-    base = {"frames": args.frames, "blender": bpy.app.version_string, "python": platform.python_version(),
-            "cpus": os.cpu_count()}
+    base = {
+        "frames": args.frames,
+        "blender": bpy.app.version_string,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
     runs = []
     if args.scene in ("both", "grid"):
         common = {"scene": f"grid{args.grid}_pinned2", "vertices": args.grid * args.grid, "size_m": args.size, **base}
         if args.only in (None, "blender"):
             runs.append((common, lambda: run_blender_cloth(args.grid, args.size, args.frames)))
         if args.only in (None, "selvedge"):
-            runs.append((common, lambda: run_selvedge(args.grid, args.size, args.frames, args.solve_mode,
-                                                      args.substeps)))
+            runs.append(
+                (common, lambda: run_selvedge(args.grid, args.size, args.frames, args.solve_mode, args.substeps))
+            )
     if args.scene in ("both", "garment"):
         g, size = args.garment_grid, args.garment_size
         common = {"scene": f"garment{g}_on_body", "vertices": g * g, "size_m": size, **base}
         if args.only in (None, "blender"):
             runs.append((common, lambda: run_blender_cloth_garment(g, size, args.frames)))
         if args.only in (None, "selvedge"):
-            runs.append((common, lambda: run_selvedge(g, size, args.frames, args.solve_mode, args.substeps,
-                                                      garment=True)))
+            runs.append(
+                (common, lambda: run_selvedge(g, size, args.frames, args.solve_mode, args.substeps, garment=True))
+            )
+    lines = []
     for common, run in runs:
         result = run()
-        print(json.dumps({**common, **result}), flush=True)
+        lines.append({**common, **result})
+        print(json.dumps(lines[-1]), flush=True)
     reset()
+    summaries = summary_lines(lines)
+    for line in summaries:
+        print(json.dumps(line), flush=True)
+    if args.write_docs:
+        write_docs(lines, summaries, argv if argv is not None else sys.argv[1:])
     return 0
+
+
+def summary_lines(lines: list[dict]) -> list[dict]:
+    """Per scene run by both solvers: Selvedge against Blender's Cloth in this run (ratios travel
+    between machines, milliseconds do not)."""
+    out = []
+    for scene in dict.fromkeys(line["scene"] for line in lines):
+        by = {line["solver"]: line for line in lines if line["scene"] == scene}
+        if set(by) != {"blender_cloth", "selvedge"}:
+            continue
+        b, s = by["blender_cloth"], by["selvedge"]
+        line = {
+            "case": "summary",
+            "scene": scene,
+            "vertices": s["vertices"],
+            "frames": s["frames"],
+            "selvedge_ms_fraction_of_blender": s["ms_per_frame"] / b["ms_per_frame"],
+            "blender_ms_over_selvedge_ms": b["ms_per_frame"] / s["ms_per_frame"],
+        }
+        for key in ("strain_p95", "strain_max_outside_pin_rings", "strain_max", "compression_p95", "penetrating_max"):
+            if key in s:
+                line[f"selvedge_{key}"] = s[key]
+                line[f"blender_{key}"] = b[key]
+        line["selvedge_settings"] = s.get("settings")
+        out.append(line)
+    return out
+
+
+def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _docs_table import markdown_table, write_section
+
+    rows = []
+    for line in lines:
+        settings = line.get("settings") or {}
+        budget = (
+            f"{settings['substeps']} x {settings['iterations']} {settings['solve_mode']}"
+            if line["solver"] == "selvedge"
+            else "its defaults"
+        )
+        rows.append(
+            [
+                line["scene"],
+                "Selvedge" if line["solver"] == "selvedge" else "Blender Cloth",
+                budget,
+                f"{line['ms_per_frame']:.1f}",
+                f"{100 * line['strain_p95']:.2f} %",
+                f"{100 * line['strain_max_outside_pin_rings']:.1f} %",
+                f"{100 * line['strain_max']:.1f} %",
+                f"{100 * line['compression_p95']:.2f} %",
+                str(line.get("penetrating_max", "-")),
+            ]
+        )
+    body = markdown_table(
+        [
+            "scene",
+            "solver",
+            "budget",
+            "ms/frame",
+            "P95 strain (worst frame)",
+            "max outside pin 2-rings",
+            "max (raw)",
+            "compression P95",
+            "vertices inside body",
+        ],
+        rows,
+    )
+    for s in summaries:
+        body += (
+            f"\n\n{s['scene']}: Selvedge takes {s['selvedge_ms_fraction_of_blender']:.3f} of Blender Cloth's "
+            f"ms/frame (1/{s['blender_ms_over_selvedge_ms']:.1f}) in the same run."
+        )
+    write_section("bench_vs_blender_cloth", "bench/bench_vs_blender_cloth.py " + " ".join(argv), body)
 
 
 if __name__ == "__main__":

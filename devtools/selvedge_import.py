@@ -3,6 +3,7 @@
 The repository root is the Blender extension folder and uses relative imports only, so it
 must be loaded as a package; a clone named ``selvedge-main`` is not a valid module name.
 """
+
 import importlib.util
 import sys
 from pathlib import Path

@@ -16,13 +16,14 @@ list fails every task with a clear message instead of silently skipping shots. T
 extension): one worker process, per-shot log next to the cache folder, temporary files only until
 the bake succeeds (a failed bake leaves no partial cache), exit status 1 on failure.
 """
+
 import argparse
 import os
 import runpy
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # farm_shots.py lies beside this script
-from farm_shots import TaskError, resolve_shot, script_args, split_list  # noqa: E402
+from farm_shots import TaskError, resolve_shot, script_args, split_list
 
 
 def parse(argv):
@@ -32,16 +33,20 @@ def parse(argv):
     p.add_argument("--shot-count", type=int, required=True, help="number of shots the job was built for")
     p.add_argument("--shot-index", type=int, required=True, help="this task's shot, 1-based")
     p.add_argument("--frames", type=int, nargs=2, metavar=("START", "END"), required=True)
-    p.add_argument("--cache", default="//cache/{shot}",
-                   help="cache folder; '//' = next to the .blend, {shot} = its name")
+    p.add_argument(
+        "--cache", default="//cache/{shot}", help="cache folder; '//' = next to the .blend, {shot} = its name"
+    )
     p.add_argument("--objects", default="", help="comma-separated cloth object names (default: every cloth object)")
     p.add_argument("--substeps", type=int, default=0, help="0: the shot's own setting")
     p.add_argument("--iterations", type=int, default=0, help="0: the shot's own setting")
     p.add_argument("--mode", default="scene", help="serial, colored, jacobi, or 'scene' for the shot's own setting")
     p.add_argument("--threads", type=int, default=0, help="Numba threads (0: every core of the worker)")
     p.add_argument("--save", default="false", help="'true': save the shot with its Mesh Cache modifiers set up")
-    p.add_argument("--selvedge", default="", help="the Selvedge extension folder (holding cli.py); default: the "
-                                                  "installed extension")
+    p.add_argument(
+        "--selvedge",
+        default="",
+        help="the Selvedge extension folder (holding cli.py); default: the installed extension",
+    )
     return p.parse_args(script_args(argv))
 
 
@@ -62,9 +67,11 @@ def find_cli(selvedge):
                     return cli
     except ImportError:
         pass
-    raise TaskError("the Selvedge extension is not installed for this Blender; install it on the worker "
-                    "(blender --command extension install-file -r user_default -e selvedge-*.zip) or set "
-                    "SelvedgeDir to the extension folder")
+    raise TaskError(
+        "the Selvedge extension is not installed for this Blender; install it on the worker "
+        "(blender --command extension install-file -r user_default -e selvedge-*.zip) or set "
+        "SelvedgeDir to the extension folder"
+    )
 
 
 def cli_arguments(opts, blend):

@@ -4,6 +4,7 @@
 Description template embeds it next to them (same ``filename`` folder), so a worker still needs
 only Blender and the Selvedge extension.
 """
+
 import glob
 import os
 
@@ -13,7 +14,7 @@ class TaskError(Exception):
 
 
 def script_args(argv):
-    return argv[argv.index("--") + 1:] if "--" in argv else argv[1:]
+    return argv[argv.index("--") + 1 :] if "--" in argv else argv[1:]
 
 
 def split_list(text):
@@ -36,8 +37,10 @@ def resolve_shot(project, shots, count, index):
     if not paths:
         raise TaskError("the job's shot list is empty")
     if len(paths) != count:
-        raise TaskError(f"the shot list names {len(paths)} shot(s) but the job has ShotCount={count} tasks; "
-                        "make ShotCount equal the number of shots")
+        raise TaskError(
+            f"the shot list names {len(paths)} shot(s) but the job has ShotCount={count} tasks; "
+            "make ShotCount equal the number of shots"
+        )
     if not 1 <= index <= count:
         raise TaskError(f"shot index {index} is outside 1..{count}")
     return paths[index - 1]

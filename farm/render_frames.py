@@ -17,6 +17,7 @@ object has no cache, or a cache does not cover the frames. The .blend file is no
 
 ``--shots``, ``--shot-count`` and ``--shot-index`` select the shot as in ``bake_shot.py``.
 """
+
 import argparse
 import glob
 import json
@@ -41,8 +42,12 @@ def parse(argv):
     p.add_argument("--frame-end", type=int, required=True, help="last frame of the job")
     p.add_argument("--cache", default="//cache/{shot}")
     p.add_argument("--objects", default="", help="comma-separated cloth objects that must have a cache")
-    p.add_argument("--output", default="", help="render output path ('#' = frame digits, {shot} = the shot's "
-                                                "name, '//' = next to the .blend); empty: the shot's own")
+    p.add_argument(
+        "--output",
+        default="",
+        help="render output path ('#' = frame digits, {shot} = the shot's "
+        "name, '//' = next to the .blend); empty: the shot's own",
+    )
     return p.parse_args(script_args(argv))
 
 
@@ -72,8 +77,9 @@ def attach_caches(bpy, blend, cache_setting, frames, required):
     folder = blend_relative(cache_setting, blend)
     caches = find_caches(folder) if os.path.isdir(folder) else []
     if not caches:
-        raise TaskError(f"no Selvedge cache (<object>.pc2 + .json) in {folder}; did the Bake step of this shot "
-                        "succeed?")
+        raise TaskError(
+            f"no Selvedge cache (<object>.pc2 + .json) in {folder}; did the Bake step of this shot succeed?"
+        )
     by_object = {name: (pc2, sidecar) for name, pc2, sidecar in caches}
     missing = [name for name in required if name not in by_object]
     if missing:
@@ -85,12 +91,15 @@ def attach_caches(bpy, blend, cache_setting, frames, required):
             raise TaskError(f"the cache {pc2} is for object {name!r}, which is not a mesh in this shot")
         first, last = int(sidecar["frame_start"]), int(sidecar["frame_end"])
         if frames[0] < first or frames[-1] > last:
-            raise TaskError(f"the cache of {name!r} holds frames {first}-{last}; this task renders frames "
-                            f"{frames[0]}-{frames[-1]}")
+            raise TaskError(
+                f"the cache of {name!r} holds frames {first}-{last}; this task renders frames {frames[0]}-{frames[-1]}"
+            )
         points = sidecar.get("num_points")
         if points is not None and int(points) != len(obj.data.vertices):
-            raise TaskError(f"the cache of {name!r} has {points} points but the mesh has {len(obj.data.vertices)} "
-                            "vertices; re-bake the shot")
+            raise TaskError(
+                f"the cache of {name!r} has {points} points but the mesh has {len(obj.data.vertices)} "
+                "vertices; re-bake the shot"
+            )
         mod = next((m for m in obj.modifiers if m.type == "MESH_CACHE" and m.name == MODIFIER_NAME), None)
         if mod is None:
             mod = new_cache_modifier(obj)

@@ -31,6 +31,7 @@ or r_proj pass their thresholds. In residual mode a frame that trips the guard k
 XPBD result (the correction is undone); in mode B it keeps the projected result (XPBD already
 enforced the constraints) unless the frame failed outright, in which case it is re-run.
 """
+
 from __future__ import annotations
 
 import time
@@ -86,9 +87,17 @@ class LearnedCoupling(StepObserver):
     """Attach a learned model to one cloth (as one of its observers); call :meth:`step` instead of
     ``cloth.step``, and :meth:`detach` to take the network off the cloth."""
 
-    def __init__(self, cloth, model: LearnedModel | None, mode: str = "B", *, strength: float = 1.0,
-                 velocity_gain: float = 0.0, guard: GuardSettings | None = None,
-                 residual_iterations: int = RESIDUAL_ITERATIONS):
+    def __init__(
+        self,
+        cloth,
+        model: LearnedModel | None,
+        mode: str = "B",
+        *,
+        strength: float = 1.0,
+        velocity_gain: float = 0.0,
+        guard: GuardSettings | None = None,
+        residual_iterations: int = RESIDUAL_ITERATIONS,
+    ):
         if mode not in MODES:
             raise ValueError(f"learned-network mode must be one of {MODES}, got {mode!r}")
         if mode != "off" and model is None:
@@ -105,7 +114,7 @@ class LearnedCoupling(StepObserver):
         self.events: list[str] = []
         self.history: list[FrameRecord] = []
         self._free = cloth.inv_mass > 0
-        self._ke_floor = 0.5 * float(cloth.mass[self._free].sum()) * self.guard.energy_floor_speed_m_s ** 2
+        self._ke_floor = 0.5 * float(cloth.mass[self._free].sum()) * self.guard.energy_floor_speed_m_s**2
         self._r_high = 0
         self._frame_accel = None
         self._network_ms = 0.0
@@ -131,8 +140,9 @@ class LearnedCoupling(StepObserver):
             r = self._predict(state.x, state.v, state.h * substeps)
             if r is None:
                 return None
-            self._frame_accel = substep_schedule(self.strength * r[:, :3],
-                                                 self.strength * self.velocity_gain * r[:, 3:], substeps)
+            self._frame_accel = substep_schedule(
+                self.strength * r[:, :3], self.strength * self.velocity_gain * r[:, 3:], substeps
+            )
         alpha, beta = self._frame_accel
         return alpha + beta * (state.substep - 0.5 * (substeps - 1))
 
@@ -163,8 +173,10 @@ class LearnedCoupling(StepObserver):
         if self.active:
             self.active = False
             self._frame_accel = None
-            msg = (f"frame {self.cloth.frame + 1}: learned network ({self.mode}) switched off for this object: "
-                   f"{reason}; the rest of the bake runs on pure XPBD")
+            msg = (
+                f"frame {self.cloth.frame + 1}: learned network ({self.mode}) switched off for this object: "
+                f"{reason}; the rest of the bake runs on pure XPBD"
+            )
             self.events.append(msg)
             self.cloth.warnings.append(msg)
 
@@ -203,11 +215,19 @@ class LearnedCoupling(StepObserver):
         strain_max = float(strain.max()) if strain.size else 0.0
         v = cloth.velocities
         ke = float(0.5 * np.sum(cloth.mass[self._free] * np.sum(v[self._free] ** 2, axis=1)))
-        rec = FrameRecord(frame=cloth.frame, mode=self.mode, network_active=was_active and self.active, r_proj=r_proj,
-                          network_ms=self._network_ms, solver_ms=solver_ms, strain_max=strain_max,
-                          strain_p95=float(np.percentile(strain, 95)) if strain.size else 0.0,
-                          kinetic_energy_j=ke, solver=diag.to_dict(),
-                          world_edges=0 if self._world is None else int(self._world[0].shape[0]))
+        rec = FrameRecord(
+            frame=cloth.frame,
+            mode=self.mode,
+            network_active=was_active and self.active,
+            r_proj=r_proj,
+            network_ms=self._network_ms,
+            solver_ms=solver_ms,
+            strain_max=strain_max,
+            strain_p95=float(np.percentile(strain, 95)) if strain.size else 0.0,
+            kinetic_energy_j=ke,
+            solver=diag.to_dict(),
+            world_edges=0 if self._world is None else int(self._world[0].shape[0]),
+        )
         if self.active:
             self._check_anomalies(rec, ke_prev)
             if not self.active and self._corrected:
@@ -226,9 +246,13 @@ class LearnedCoupling(StepObserver):
         if r is None:
             return float("nan")
         # velocity: the cheap solver's, plus the predicted velocity residual, plus what the projection moved
-        result = cloth.apply_correction(self.strength * r[:, :3] * fdt * fdt,
-                                        self.strength * self.velocity_gain * r[:, 3:] * fdt, fdt,
-                                        iterations=self.residual_iterations, omega=RESIDUAL_OMEGA)
+        result = cloth.apply_correction(
+            self.strength * r[:, :3] * fdt * fdt,
+            self.strength * self.velocity_gain * r[:, 3:] * fdt,
+            fdt,
+            iterations=self.residual_iterations,
+            omega=RESIDUAL_OMEGA,
+        )
         if not result.applied:
             self._disable("the residual correction produced non-finite positions")
             return float("nan")
@@ -245,8 +269,10 @@ class LearnedCoupling(StepObserver):
         else:
             self._r_high = self._r_high + 1 if rec.r_proj > g.r_proj_max else 0
             if self._r_high >= g.patience:
-                self._disable(f"projection ratio r_proj stayed above {g.r_proj_max} for {g.patience} frames "
-                              f"(now {rec.r_proj:.3g}): XPBD is undoing the network")
+                self._disable(
+                    f"projection ratio r_proj stayed above {g.r_proj_max} for {g.patience} frames "
+                    f"(now {rec.r_proj:.3g}): XPBD is undoing the network"
+                )
 
 
 def substep_schedule(r_x, r_v, substeps):

@@ -26,6 +26,7 @@ time. World messages are summed onto the receiving vertex with the same Gather +
 a padded table (``world_incidence``, pad id W). A cloth with no collider near gets zero world
 edges: ``world_edge_features`` (0, N_WORLD) and a table of pad ids.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,28 +37,47 @@ from ..solver.transforms import rotate_rows
 
 #: Node feature layout; the ONNX model's input ``node_features`` has exactly these columns.
 NODE_FEATURES = (
-    "vel_x", "vel_y", "vel_z", "speed",                # m/s, world velocity (relative by nature)
-    "type_free", "type_kinematic", "type_soft_pin",  # one-hot node type
-    "inv_mass_scaled",                                # inverse mass x mean free vertex mass (dimensionless)
-    "log10_stretch_compliance", "log10_bend_compliance", "log10_density",
-    "frame_dt",                                       # s, the network's (frame) time step
-    "gravity_z",                                      # m/s^2
-    "anchor_dx", "anchor_dy", "anchor_dz",            # x_i - x_anchor(i): offset from the nearest hard pin, m
-    "anchor_rest_dist",                               # rest-space geodesic distance to that pin, m
+    "vel_x",
+    "vel_y",
+    "vel_z",
+    "speed",  # m/s, world velocity (relative by nature)
+    "type_free",
+    "type_kinematic",
+    "type_soft_pin",  # one-hot node type
+    "inv_mass_scaled",  # inverse mass x mean free vertex mass (dimensionless)
+    "log10_stretch_compliance",
+    "log10_bend_compliance",
+    "log10_density",
+    "frame_dt",  # s, the network's (frame) time step
+    "gravity_z",  # m/s^2
+    "anchor_dx",
+    "anchor_dy",
+    "anchor_dz",  # x_i - x_anchor(i): offset from the nearest hard pin, m
+    "anchor_rest_dist",  # rest-space geodesic distance to that pin, m
 )
 #: Edge feature layout; the ONNX model's input ``edge_features`` has exactly these columns.
 EDGE_FEATURES = (
-    "rest_dx", "rest_dy", "rest_dz", "rest_len",       # u_receiver - u_sender (rest space), m
-    "world_dx", "world_dy", "world_dz", "world_len",   # x_receiver - x_sender (world space), m
-    "strain",                                          # world_len / rest_len - 1
+    "rest_dx",
+    "rest_dy",
+    "rest_dz",
+    "rest_len",  # u_receiver - u_sender (rest space), m
+    "world_dx",
+    "world_dy",
+    "world_dz",
+    "world_len",  # x_receiver - x_sender (world space), m
+    "strain",  # world_len / rest_len - 1
 )
 #: World-edge feature layout (collider surface -> cloth vertex); ONNX input ``world_edge_features``.
 WORLD_EDGE_FEATURES = (
-    "to_surface_x", "to_surface_y", "to_surface_z",   # q - x_i: vertex to closest collider surface point, m
-    "to_surface_len",                                  # |q - x_i|, m
-    "signed_distance",                                 # signed distance of x_i to the shape (negative inside), m
-    "contact_gap",                                     # cloth thickness + collider skin kept by the contact, m
-    "rel_vel_x", "rel_vel_y", "rel_vel_z",             # surface point velocity - vertex velocity, m/s
+    "to_surface_x",
+    "to_surface_y",
+    "to_surface_z",  # q - x_i: vertex to closest collider surface point, m
+    "to_surface_len",  # |q - x_i|, m
+    "signed_distance",  # signed distance of x_i to the shape (negative inside), m
+    "contact_gap",  # cloth thickness + collider skin kept by the contact, m
+    "rel_vel_x",
+    "rel_vel_y",
+    "rel_vel_z",  # surface point velocity - vertex velocity, m/s
 )
 N_NODE = len(NODE_FEATURES)
 N_EDGE = len(EDGE_FEATURES)
@@ -71,14 +91,14 @@ WORLD_RADIUS_M = 0.05
 class MeshGraph:
     """Static part of the graph (topology and rest space); rebuilt only when the mesh changes."""
 
-    senders: np.ndarray      # (E,) int64
-    receivers: np.ndarray    # (E,) int64
-    incidence: np.ndarray    # (N, K) int64, pad value E
-    rest_disp: np.ndarray    # (E, 3) float64
-    rest_len: np.ndarray     # (E,) float64
+    senders: np.ndarray  # (E,) int64
+    receivers: np.ndarray  # (E,) int64
+    incidence: np.ndarray  # (N, K) int64, pad value E
+    rest_disp: np.ndarray  # (E, 3) float64
+    rest_len: np.ndarray  # (E,) float64
     node_static: np.ndarray  # (N, N_NODE) float32 with the velocity columns zero
-    free: np.ndarray         # (N,) bool
-    anchor: np.ndarray       # (N,) int64 nearest hard-pinned vertex along the mesh (itself if none)
+    free: np.ndarray  # (N,) bool
+    anchor: np.ndarray  # (N,) int64 nearest hard-pinned vertex along the mesh (itself if none)
 
     @property
     def n_nodes(self) -> int:
@@ -135,8 +155,9 @@ def nearest_anchor(n_nodes: int, senders, receivers, lengths, sources) -> tuple[
     return anchor, dist
 
 
-def build_mesh_graph(rest_positions, undirected_edges, inv_mass, mass, material, *, soft_pinned=None,
-                     gravity_z: float = -9.81) -> MeshGraph:
+def build_mesh_graph(
+    rest_positions, undirected_edges, inv_mass, mass, material, *, soft_pinned=None, gravity_z: float = -9.81
+) -> MeshGraph:
     """Static graph from the rest mesh. ``undirected_edges`` (E/2, 2) are unique vertex pairs."""
     rest = np.asarray(rest_positions, dtype=np.float64)
     und = np.asarray(undirected_edges, dtype=np.int64).reshape(-1, 2)
@@ -161,16 +182,31 @@ def build_mesh_graph(rest_positions, undirected_edges, inv_mass, mass, material,
     node[:, 12] = gravity_z
     anchor, anchor_dist = nearest_anchor(n, senders, receivers, rest_len, np.flatnonzero(~free))
     node[:, 16] = anchor_dist
-    return MeshGraph(senders=senders, receivers=receivers, incidence=incidence_table(receivers, n),
-                     rest_disp=rest_disp, rest_len=rest_len, node_static=node, free=free, anchor=anchor)
+    return MeshGraph(
+        senders=senders,
+        receivers=receivers,
+        incidence=incidence_table(receivers, n),
+        rest_disp=rest_disp,
+        rest_len=rest_len,
+        node_static=node,
+        free=free,
+        anchor=anchor,
+    )
 
 
 def graph_from_cloth(cloth) -> MeshGraph:
     """Static graph of a :class:`selvedge.solver.Cloth`."""
     soft = np.zeros(cloth.x.shape[0], dtype=bool)
     soft[cloth.soft_pin_index] = True
-    return build_mesh_graph(cloth.rest_positions, cloth.topology.edges, cloth.inv_mass, cloth.mass, cloth.material,
-                            soft_pinned=soft, gravity_z=float(cloth.settings.gravity_m_s2[2]))
+    return build_mesh_graph(
+        cloth.rest_positions,
+        cloth.topology.edges,
+        cloth.inv_mass,
+        cloth.mass,
+        cloth.material,
+        soft_pinned=soft,
+        gravity_z=float(cloth.settings.gravity_m_s2[2]),
+    )
 
 
 def node_features(graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float) -> np.ndarray:
@@ -205,40 +241,36 @@ PLANE, SPHERE, CAPSULE, BOX = 0, 1, 2, 3  # = solver.collisions.analytic kinds (
 class ColliderState:
     """Analytic colliders as arrays, at the frame start (pos0, rot0) and end (pos1, rot1)."""
 
-    kind: np.ndarray   # (K,) int64
-    dims: np.ndarray   # (K,3)
-    pos0: np.ndarray   # (K,3)
-    rot0: np.ndarray   # (K,4) quaternion (w, x, y, z)
+    kind: np.ndarray  # (K,) int64
+    dims: np.ndarray  # (K,3)
+    pos0: np.ndarray  # (K,3)
+    rot0: np.ndarray  # (K,4) quaternion (w, x, y, z)
     pos1: np.ndarray
     rot1: np.ndarray
-    gap: np.ndarray    # (K,) cloth thickness + collider skin, m
+    gap: np.ndarray  # (K,) cloth thickness + collider skin, m
     #: triangle-mesh colliders: (triangles (T,3), vertices at the frame start (M,3), at the end, gap m)
     meshes: list = field(default_factory=list)
     #: signed distance grids: (SDFGrid proxy, pos0, rot0, pos1, rot1, gap m)
     grids: list = field(default_factory=list)
 
     @classmethod
-    def empty(cls) -> "ColliderState":
+    def empty(cls) -> ColliderState:
         z = np.zeros((0, 3))
         return cls(np.zeros(0, np.int64), z, z, np.zeros((0, 4)), z, np.zeros((0, 4)), np.zeros(0))
 
 
 def collider_state(handler) -> ColliderState | None:
-    """The analytic and triangle-mesh proxies of a contact handler (``Colliders``), or None when it has none."""
-    kind = getattr(handler, "kind", None)
-    if handler is None or kind is None:
+    """The analytic and triangle-mesh proxies of a contact handler (its read-only ``snapshot()``, see
+    ``solver.collisions.snapshot``), or None when it has none."""
+    snapshot = getattr(handler, "snapshot", None)
+    if snapshot is None:
         return None
-    meshes = [(m.mesh.triangles, m.v0.copy(), m.v1.copy(), float(handler.cloth_thickness) + m.mesh.thickness)
-              for m in getattr(handler, "meshes", [])]
-    grids = [(handler.analytic[k], handler.pos0[k].copy(), handler.rot0[k].copy(), handler.pos1[k].copy(),
-              handler.rot1[k].copy(), float(handler.cloth_thickness) + handler.skin[k])
-             for k in getattr(handler, "sdf_index", [])]
-    keep = np.flatnonzero(np.asarray(kind) <= BOX)
-    if keep.size == 0 and not meshes and not grids:
+    s = snapshot()
+    if s.empty:
         return None
-    return ColliderState(np.asarray(kind)[keep].astype(np.int64), handler.dims[keep].copy(), handler.pos0[keep].copy(),
-                         handler.rot0[keep].copy(), handler.pos1[keep].copy(), handler.rot1[keep].copy(),
-                         float(handler.cloth_thickness) + handler.skin[keep], meshes, grids)
+    meshes = [(m.triangles, m.vertices_start, m.vertices_end, m.gap) for m in s.meshes]
+    grids = [(g.grid, g.pos0, g.rot0, g.pos1, g.rot1, g.gap) for g in s.grids]
+    return ColliderState(s.kind, s.dims, s.pos0, s.rot0, s.pos1, s.rot1, s.gap, meshes, grids)
 
 
 def mesh_world_edges(tris, v0, v1, points, radius):
@@ -254,8 +286,9 @@ def mesh_world_edges(tris, v0, v1, points, radius):
     cell = max(float(extent.max(axis=1).mean()), float(extent.max()) / 30.0, 1e-6)
     table = 1 << max(4, int(2 * len(tris) - 1).bit_length())
     bucket, items = hash_grid.hash_boxes(lo, hi, cell, table, 32)
-    t, bary, dist, side = mesh_kernels.mesh_closest_points(np.ascontiguousarray(points), radius, tris, v0, cell,
-                                                           table, bucket, items)
+    t, bary, dist, side = mesh_kernels.mesh_closest_points(
+        np.ascontiguousarray(points), radius, tris, v0, cell, table, bucket, items
+    )
     hit = np.flatnonzero(t >= 0)
     corners = tris[t[hit]]
     q0 = np.einsum("pk,pkd->pd", bary[hit], v0[corners])
@@ -293,8 +326,14 @@ def grid_world_edges(grid, pos0, rot0, pos1, rot1, points, radius):
     return hit, pos0 + _rotate(rot0, q_local), pos1 + _rotate(rot1, q_local), phi[hit]
 
 
-def world_edges(colliders: ColliderState | None, x: np.ndarray, v: np.ndarray, frame_dt: float,
-                free: np.ndarray | None = None, radius: float = WORLD_RADIUS_M):
+def world_edges(
+    colliders: ColliderState | None,
+    x: np.ndarray,
+    v: np.ndarray,
+    frame_dt: float,
+    free: np.ndarray | None = None,
+    radius: float = WORLD_RADIUS_M,
+):
     """World edges of the state (x, v): (receivers (W,) int64, features (W, N_WORLD) float32).
 
     Only free vertices (``free``) receive world edges; kinematic ones are moved by their pins.
@@ -348,8 +387,9 @@ def world_edges(colliders: ColliderState | None, x: np.ndarray, v: np.ndarray, f
     return rec[order], feats[order].astype(np.float32)
 
 
-def model_inputs(graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float,
-                 colliders: ColliderState | None = None, world=None) -> dict[str, np.ndarray]:
+def model_inputs(
+    graph: MeshGraph, x: np.ndarray, v: np.ndarray, frame_dt: float, colliders: ColliderState | None = None, world=None
+) -> dict[str, np.ndarray]:
     """The ONNX model's input feed for one state. ``world``: precomputed :func:`world_edges` output."""
     if world is None:
         world = world_edges(colliders, x, v, frame_dt, graph.free)

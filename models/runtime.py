@@ -5,6 +5,7 @@ No PyTorch here. The model file carries its own normalisation statistics as grap
 the kinematic rows already zeroed), and its metadata names the feature layout it was trained on, so
 a file from another feature version is refused instead of giving plausible-looking nonsense.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,10 @@ OUTPUT_NAME = "residual"
 N_OUT = 6
 CUDA_PROVIDER, CPU_PROVIDER = "CUDAExecutionProvider", "CPUExecutionProvider"
 #: What a user needs for the GPU path (docs/design/network.md, section GPU, says how to install it).
-GPU_INSTALL_HINT = ("for the GPU, install onnxruntime-gpu and its CUDA and cuDNN libraries (the nvidia-* wheels it "
-                    "names) next to Blender's Python: docs/design/network.md, section GPU")
+GPU_INSTALL_HINT = (
+    "for the GPU, install onnxruntime-gpu and its CUDA and cuDNN libraries (the nvidia-* wheels it "
+    "names) next to Blender's Python: docs/design/network.md, section GPU"
+)
 #: Inputs that depend only on the mesh: with I/O binding they are copied to the device once, not every frame.
 STATIC_INPUTS = ("senders", "receivers", "incidence")
 
@@ -70,6 +73,7 @@ def choose_providers(available, prefer_gpu: bool = True) -> list[str]:
 def cuda_build(ort) -> str:
     """'onnxruntime-gpu 1.31.1 built for CUDA 13.0' (or without the CUDA part where the build does not say)."""
     import importlib
+
     try:
         cuda = getattr(importlib.import_module(f"{ort.__name__}.capi.build_and_package_info"), "cuda_version", None)
     except (ImportError, AttributeError):
@@ -91,8 +95,9 @@ def preload_cuda_libraries(ort) -> str | None:
     return None
 
 
-def provider_message(used: str, available, prefer_gpu: bool, threads: int, build: str = "onnxruntime",
-                     cuda_error: str | None = None) -> str:
+def provider_message(
+    used: str, available, prefer_gpu: bool, threads: int, build: str = "onnxruntime", cuda_error: str | None = None
+) -> str:
     """The sentence the bake reports: where the network runs and, on the CPU, why not on the GPU."""
     if used == CUDA_PROVIDER:
         return f"learned network runs on the GPU ({CUDA_PROVIDER}, {build})"
@@ -102,8 +107,10 @@ def provider_message(used: str, available, prefer_gpu: bool, threads: int, build
     if CUDA_PROVIDER not in available:
         return f"{cpu}: onnxruntime has no CUDA provider here ({build} is a CPU build); {GPU_INSTALL_HINT}"
     detail = f": {cuda_error}" if cuda_error else ""
-    return (f"{cpu}: the CUDA provider failed to start ({build}; its CUDA or cuDNN libraries are missing, do not "
-            f"match that CUDA version, or no GPU is visible{detail}); {GPU_INSTALL_HINT}")
+    return (
+        f"{cpu}: the CUDA provider failed to start ({build}; its CUDA or cuDNN libraries are missing, do not "
+        f"match that CUDA version, or no GPU is visible{detail}); {GPU_INSTALL_HINT}"
+    )
 
 
 class LearnedModel:
@@ -114,13 +121,22 @@ class LearnedModel:
     residuals come back every frame (the solver runs on the CPU). ``io_binding`` forces it on or off.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, threads: int = DEFAULT_THREADS,
-                 prefer_gpu: bool = True, io_binding: bool | None = None, enable_profiling: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        threads: int = DEFAULT_THREADS,
+        prefer_gpu: bool = True,
+        io_binding: bool | None = None,
+        enable_profiling: bool = False,
+    ):
         self.path = Path(path) if path is not None else DEFAULT_MODEL_PATH
         if not self.path.is_file():
-            raise ModelError(f"learned-network model file not found: {self.path}. Expected an ONNX file "
-                             f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()} and output "
-                             f"{OUTPUT_NAME} float32[N,{N_OUT}]; train one with `python -m models.training.train`.")
+            raise ModelError(
+                f"learned-network model file not found: {self.path}. Expected an ONNX file "
+                f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()} and output "
+                f"{OUTPUT_NAME} float32[N,{N_OUT}]; train one with `python -m models.training.train`."
+            )
         ort = _onnxruntime()
         available = list(ort.get_available_providers())
         providers = choose_providers(available, prefer_gpu)
@@ -135,12 +151,15 @@ class LearnedModel:
         try:
             self.session = ort.InferenceSession(str(self.path), sess_options=options, providers=providers)
         except Exception as exc:
-            raise ModelError(f"cannot load learned-network model {self.path}: {exc}. Expected an ONNX file "
-                             f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()}") from exc
+            raise ModelError(
+                f"cannot load learned-network model {self.path}: {exc}. Expected an ONNX file "
+                f"(format {MODEL_FORMAT}) with inputs {expected_inputs_text()}"
+            ) from exc
         self.provider = self.session.get_providers()[0]
         self.available_providers = available
-        self.provider_message = provider_message(self.provider, available, prefer_gpu, threads, cuda_build(ort),
-                                                 cuda_error)
+        self.provider_message = provider_message(
+            self.provider, available, prefer_gpu, threads, cuda_build(ort), cuda_error
+        )
         self._ort = ort
         self.io_binding = self.provider == CUDA_PROVIDER if io_binding is None else bool(io_binding)
         self._binding = None
@@ -165,8 +184,12 @@ class LearnedModel:
             if got[name].type != f"tensor({'float' if dtype == 'float32' else dtype})":
                 problems.append(f"input {name!r} has type {got[name].type}, expected {dtype}")
             last = shape[-1]
-            if isinstance(last, int) and len(got[name].shape) == len(shape) and got[name].shape[-1] not in (last, None) \
-                    and not isinstance(got[name].shape[-1], str):
+            if (
+                isinstance(last, int)
+                and len(got[name].shape) == len(shape)
+                and got[name].shape[-1] not in (last, None)
+                and not isinstance(got[name].shape[-1], str)
+            ):
                 problems.append(f"input {name!r} has shape {got[name].shape}, expected {list(shape)}")
         extra = set(got) - set(EXPECTED_INPUTS)
         if extra:
@@ -181,9 +204,12 @@ class LearnedModel:
         if self.metadata.get("world_edge_features") not in (None, ",".join(WORLD_EDGE_FEATURES)):
             problems.append("world-edge feature layout differs from this runtime's models.graph.WORLD_EDGE_FEATURES")
         if problems:
-            raise ModelError(f"learned-network model {self.path} does not match this runtime: " + "; ".join(problems)
-                             + f". Expected inputs {expected_inputs_text()}, output {OUTPUT_NAME} float32[N,{N_OUT}], "
-                             f"metadata format={MODEL_FORMAT}")
+            raise ModelError(
+                f"learned-network model {self.path} does not match this runtime: "
+                + "; ".join(problems)
+                + f". Expected inputs {expected_inputs_text()}, output {OUTPUT_NAME} float32[N,{N_OUT}], "
+                f"metadata format={MODEL_FORMAT}"
+            )
 
     def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
         """(N,6) float64 residuals r_x, r_v in m/s^2 (bounded; kinematic rows zero)."""

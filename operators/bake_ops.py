@@ -1,4 +1,5 @@
 """Bake operators: thin wrappers over :mod:`.bake` (jobs run by :class:`.modal_job.ModalJobOperator`)."""
+
 from typing import TYPE_CHECKING
 
 from bpy.types import Operator
@@ -26,8 +27,10 @@ class BakeModal(JobModal):
 
     def status_text(self) -> str:
         sim = self.job.sim
-        return (f"Selvedge: frame {sim.first + sim.done} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
-                f"max strain {100 * sim.last_strain:.1f}%  (Esc to cancel)")
+        return (
+            f"Selvedge: frame {sim.first + sim.done} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
+            f"max strain {100 * sim.last_strain:.1f}%  (Esc to cancel)"
+        )
 
     def escape(self, context) -> set:
         self.job.cancel()

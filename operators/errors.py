@@ -6,6 +6,7 @@ and the Blender side's :class:`BakeError`); with :class:`OSError` (a disk or a f
 a write) these are :data:`EXPECTED_ERRORS`, the only exceptions an operator turns into a report.
 Anything else (a ``ValueError`` or ``TypeError`` from a bug) propagates with its traceback.
 """
+
 from ..solver.errors import SelvedgeError
 
 

@@ -11,9 +11,11 @@ drive it directly. :class:`ModalJobOperator` gives an operator
 
 Only :data:`~.errors.EXPECTED_ERRORS` become reports; anything else is a bug and propagates.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import bpy
 from bpy.types import Operator

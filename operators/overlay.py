@@ -12,6 +12,7 @@ The draw handler (``SpaceView3D.draw_handler_add``, ``POST_VIEW``) is added by t
 unregistered. Its handle lives in :data:`_HANDLE` (Blender's handler registry cannot be listed).
 Under ``blender -b`` nothing is drawn: there is no GPU context.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,7 @@ _BATCHES: dict = {}
 DEFAULT_RED_STRAIN = 0.05
 #: Colour stops: 0 blue, 1/4 cyan, 1/2 green, 3/4 yellow, 1 red (of the red strain).
 _STOPS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-_RGB = np.array([[0.10, 0.30, 1.00], [0.00, 0.85, 0.90], [0.10, 0.85, 0.15], [0.95, 0.85, 0.05],
-                 [1.00, 0.10, 0.05]])
+_RGB = np.array([[0.10, 0.30, 1.00], [0.00, 0.85, 0.90], [0.10, 0.85, 0.15], [0.95, 0.85, 0.05], [1.00, 0.10, 0.05]])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -109,9 +109,16 @@ class StrainRecord:
 
 def new_record(edges, positions, source, first, count=1, stamp=None) -> StrainRecord:
     """A record over preallocated ``positions`` (F,N,3), whose first ``count`` samples are filled."""
-    record = StrainRecord(edges=edges, first=first, positions=positions,
-                          strain=np.zeros((len(positions), len(edges)), dtype=np.float32), count=0,
-                          source=source, rest_length=edge_lengths(positions[0], edges), stamp=stamp)
+    record = StrainRecord(
+        edges=edges,
+        first=first,
+        positions=positions,
+        strain=np.zeros((len(positions), len(edges)), dtype=np.float32),
+        count=0,
+        source=source,
+        rest_length=edge_lengths(positions[0], edges),
+        stamp=stamp,
+    )
     for sample in range(count):
         set_sample(record, sample)
     return record
@@ -160,9 +167,11 @@ def record_for(obj) -> StrainRecord | None:
     if record is not None and len(record.positions[0]) != len(obj.data.vertices):
         record = None  # the mesh changed since
     stamp = _cache_stamp(obj)
-    if stamp is not None and (record is None or (record.source == "cache" and record.stamp != stamp)
-                              or (record.source == "preview" and record.stamp is not None
-                                  and record.stamp < stamp[1])):
+    if stamp is not None and (
+        record is None
+        or (record.source == "cache" and record.stamp != stamp)
+        or (record.source == "preview" and record.stamp is not None and record.stamp < stamp[1])
+    ):
         from ..solver.io_pc2 import CacheError, read_pc2
 
         try:
@@ -171,8 +180,9 @@ def record_for(obj) -> StrainRecord | None:
             return record
         if positions.shape[0] == 0 or positions.shape[1] != len(obj.data.vertices):
             return record
-        record = new_record(mesh_edges(obj.data), positions, "cache", int(round(header.start_frame)),
-                            count=len(positions), stamp=stamp)
+        record = new_record(
+            mesh_edges(obj.data), positions, "cache", int(round(header.start_frame)), count=len(positions), stamp=stamp
+        )
         set_record(obj, record)
     return record
 
@@ -235,8 +245,7 @@ def draw(context) -> int:
             record = record_for(obj)
             if record is None or record.count == 0:
                 continue
-            key = (obj.name, id(record), record.index(frame), record.count, scale,
-                   tuple(map(tuple, obj.matrix_world)))
+            key = (obj.name, id(record), record.index(frame), record.count, scale, tuple(map(tuple, obj.matrix_world)))
             batch = _BATCHES.get(key)
             if batch is None:
                 geometry = overlay_geometry(obj, frame, scale)
@@ -298,7 +307,8 @@ class SELVEDGE_OT_strain_overlay(Operator):
     bl_options = {"REGISTER"}
 
     action: bpy.props.EnumProperty(
-        name="Action", items=(("TOGGLE", "Toggle", ""), ("ON", "On", ""), ("OFF", "Off", "")), default="TOGGLE")
+        name="Action", items=(("TOGGLE", "Toggle", ""), ("ON", "On", ""), ("OFF", "Off", "")), default="TOGGLE"
+    )
 
     def execute(self, context) -> set[OperatorReturnItems]:
         on = {"TOGGLE": not is_enabled(), "ON": True, "OFF": False}[self.action]
@@ -308,8 +318,14 @@ class SELVEDGE_OT_strain_overlay(Operator):
     @classmethod
     def register(cls):
         bpy.types.WindowManager.selvedge_overlay_red_strain = FloatProperty(  # pyright: ignore
-            name="Red At", description="Strain drawn red by the strain overlay (and above)",
-            default=DEFAULT_RED_STRAIN, min=1e-4, soft_max=0.5, subtype="FACTOR", precision=3)
+            name="Red At",
+            description="Strain drawn red by the strain overlay (and above)",
+            default=DEFAULT_RED_STRAIN,
+            min=1e-4,
+            soft_max=0.5,
+            subtype="FACTOR",
+            precision=3,
+        )
 
     @classmethod
     def unregister(cls):

@@ -23,6 +23,7 @@ Esc stops between frames, as the user chose with ``on_cancel``:
 Under ``blender -b`` (or called from a script), ``execute`` runs every frame synchronously and
 prints progress; ``invoke`` adds the modal run with the progress bar and the status/header text.
 """
+
 from __future__ import annotations
 
 import time
@@ -137,16 +138,22 @@ class PreviewRun:
         for live, run, samples, record in zip(self.live, self.sim.runs, self.job.samples, self.records):
             overlay.set_sample(record, sample)
             diag = run.cloth.history[-1]
-            record.stats = {"frame": self.frame, "strain_max": float(diag.strain_max),
-                            "strain_p95": float(diag.strain_p95), "ms_per_frame": self.sim.last_ms}
+            record.stats = {
+                "frame": self.frame,
+                "strain_max": float(diag.strain_max),
+                "strain_p95": float(diag.strain_p95),
+                "ms_per_frame": self.sim.last_ms,
+            }
             live.show(samples[sample])
         return more
 
     def status_text(self) -> str:
         sim = self.sim
         esc = "keep frames done" if self.on_cancel == "KEEP" else "revert"
-        return (f"Selvedge preview: frame {self.frame} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
-                f"max strain {100 * sim.last_strain:.2f}%  (Esc: stop and {esc})")
+        return (
+            f"Selvedge preview: frame {self.frame} of {sim.last}, {sim.last_ms:.0f} ms/frame, "
+            f"max strain {100 * sim.last_strain:.2f}%  (Esc: stop and {esc})"
+        )
 
     def _remove_live(self) -> None:
         for live in self.live:
@@ -189,7 +196,7 @@ class PreviewRun:
         first = self.sim.first
         result = {}
         for run, frames in zip(self.sim.runs, self.job.samples):
-            result[run.obj.name] = write_shape_keys(run.obj, frames[:done + 1], first, first + done, self.log)
+            result[run.obj.name] = write_shape_keys(run.obj, frames[: done + 1], first, first + done, self.log)
         self._stamp_records()
         self.closed = True
         self.context.view_layer.update()
@@ -200,15 +207,28 @@ class PreviewRun:
 #: Events a running preview passes on: view navigation (orbit, pan, zoom, numpad and NDOF views) and
 #: Blender's own timers. Everything else (undo, delete, edits) is held back until it ends: the
 #: simulation reads the scene every frame and holds on to its objects.
-NAVIGATION_EVENTS = {"MOUSEMOVE", "INBETWEEN_MOUSEMOVE", "MIDDLEMOUSE", "WHEELUPMOUSE", "WHEELDOWNMOUSE",
-                     "WHEELINMOUSE", "WHEELOUTMOUSE", "TRACKPADPAN", "TRACKPADZOOM", "MOUSEROTATE",
-                     "MOUSESMARTZOOM", "WINDOW_DEACTIVATE", "NONE"}
+NAVIGATION_EVENTS = {
+    "MOUSEMOVE",
+    "INBETWEEN_MOUSEMOVE",
+    "MIDDLEMOUSE",
+    "WHEELUPMOUSE",
+    "WHEELDOWNMOUSE",
+    "WHEELINMOUSE",
+    "WHEELOUTMOUSE",
+    "TRACKPADPAN",
+    "TRACKPADZOOM",
+    "MOUSEROTATE",
+    "MOUSESMARTZOOM",
+    "WINDOW_DEACTIVATE",
+    "NONE",
+}
 
 
 def passes_through(event) -> bool:
     kind = event.type
-    return kind in NAVIGATION_EVENTS or kind.startswith(("NDOF_", "NUMPAD_", "TIMER_", "TIMER0", "TIMER1",
-                                                         "TIMER2", "TIMERREGION"))
+    return kind in NAVIGATION_EVENTS or kind.startswith(
+        ("NDOF_", "NUMPAD_", "TIMER_", "TIMER0", "TIMER1", "TIMER2", "TIMERREGION")
+    )
 
 
 def _summary(result) -> str:
@@ -239,8 +259,12 @@ class PreviewModal(JobModal):
             frames = len(next(iter(kept.values())))
             self.report({"WARNING"}, f"Selvedge preview stopped; kept {frames} frame(s) as shape keys")
             return {"FINISHED"}
-        self.report({"WARNING"}, "Selvedge preview cancelled; the scene is as it was" if not keep
-                    else "Selvedge preview cancelled before the first frame; nothing kept")
+        self.report(
+            {"WARNING"},
+            "Selvedge preview cancelled; the scene is as it was"
+            if not keep
+            else "Selvedge preview cancelled before the first frame; nothing kept",
+        )
         return {"CANCELLED"}
 
 
@@ -252,8 +276,12 @@ class SELVEDGE_OT_simulate_preview(ModalJobOperator):
     bl_label = "Simulate (Preview)"
     modal_class = PreviewModal
 
-    on_cancel: EnumProperty(name="On Esc", description="What Esc does with the frames simulated so far",
-                            items=ON_CANCEL_ITEMS, default="KEEP")
+    on_cancel: EnumProperty(
+        name="On Esc",
+        description="What Esc does with the frames simulated so far",
+        items=ON_CANCEL_ITEMS,
+        default="KEEP",
+    )
 
     @classmethod
     def poll(cls, context):
@@ -278,7 +306,8 @@ class SELVEDGE_OT_simulate_preview(ModalJobOperator):
     @classmethod
     def register(cls):
         bpy.types.WindowManager.selvedge_preview_on_cancel = EnumProperty(  # pyright: ignore
-            name="On Esc", description="What Esc does to a running preview", items=ON_CANCEL_ITEMS, default="KEEP")
+            name="On Esc", description="What Esc does to a running preview", items=ON_CANCEL_ITEMS, default="KEEP"
+        )
 
     @classmethod
     def unregister(cls):

@@ -4,34 +4,43 @@ Property paths for scripts: ``obj.selvedge.role``, ``obj.selvedge.material_prese
 ``obj.selvedge.stretch_stiffness``, ... and ``scene.selvedge.substeps``, ``scene.selvedge.cache_folder``, ...
 Settings are turned into solver objects by :mod:`.scene_to_solver` (no Blender there).
 """
+
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+from bpy.types import PropertyGroup
+
+from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
 
 # Blender 4.5+ warns when a "//" path is set on a path property that does not declare support for
 # blend-relative paths; 4.2 does not know the option.
 _BLEND_RELATIVE_PATH: set = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
-from bpy.types import PropertyGroup
-
-from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
 
 ROLE_ITEMS = (
     ("NONE", "None", "Not simulated by Selvedge"),
     ("CLOTH", "Cloth", "Simulated as cloth"),
     ("COLLIDER", "Collider", "Cloth collides with this object"),
 )
-PRESET_ITEMS = tuple((name, name.replace("_", " ").title(), f"Fabric preset '{name}': sets the sliders below")
-                     for name in PRESET_NAMES)
+PRESET_ITEMS = tuple(
+    (name, name.replace("_", " ").title(), f"Fabric preset '{name}': sets the sliders below") for name in PRESET_NAMES
+)
 BENDING_ITEMS = (
     ("cross_edge", "Cross Edge", "Distance constraint across each hinge: cheap, slightly anisotropic"),
     ("dihedral", "Dihedral", "Dihedral-angle constraint per hinge: handles large folds"),
     ("isometric", "Isometric", "Quadratic isometric bending (Bergou 2006): fast, for nearly inextensible cloth"),
-    ("auto", "Auto", "Isometric when the rest shape is flat (a sewing pattern, a flat sheet), dihedral when it is "
-     "curved"),
+    (
+        "auto",
+        "Auto",
+        "Isometric when the rest shape is flat (a sewing pattern, a flat sheet), dihedral when it is curved",
+    ),
 )
 SOLVE_ITEMS = (
     ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
-    ("colored", "Coloured Parallel", "Gauss-Seidel on all cores: one mesh block per core, each in serial order, "
-     "then the constraints across the cuts"),
+    (
+        "colored",
+        "Coloured Parallel",
+        "Gauss-Seidel on all cores: one mesh block per core, each in serial order, "
+        "then the constraints across the cuts",
+    ),
     ("jacobi", "Jacobi", "Averaged Jacobi updates on all cores: parallel, needs more iterations"),
 )
 PROXY_ITEMS = (
@@ -63,95 +72,310 @@ def _apply_preset(self, context):
 
 
 class SelvedgeObjectSettings(PropertyGroup):
-    role: EnumProperty(name="Role", description="What Selvedge does with this object", items=ROLE_ITEMS,
-                       default="NONE")
+    role: EnumProperty(name="Role", description="What Selvedge does with this object", items=ROLE_ITEMS, default="NONE")
 
     # Cloth: material. Defaults are the 'cotton' preset's values (a test checks they agree).
-    material_preset: EnumProperty(name="Material", description="Fabric preset; picking one sets the sliders",
-                                  items=PRESET_ITEMS, default="cotton", update=_apply_preset)
+    material_preset: EnumProperty(
+        name="Material",
+        description="Fabric preset; picking one sets the sliders",
+        items=PRESET_ITEMS,
+        default="cotton",
+        update=_apply_preset,
+    )
     stretch_stiffness: FloatProperty(
-        name="Stretch Stiffness", description="Resistance to stretching along warp, weft and bias (0 soft, 1 stiff, "
-        "log scale); the preset's grain ratios are kept", default=0.2831617, min=0.0, max=1.0, precision=3)
+        name="Stretch Stiffness",
+        description="Resistance to stretching along warp, weft and bias (0 soft, 1 stiff, "
+        "log scale); the preset's grain ratios are kept",
+        default=0.2831617,
+        min=0.0,
+        max=1.0,
+        precision=3,
+    )
     bend_stiffness: FloatProperty(
-        name="Bend Stiffness", description="Resistance to bending (0 limp, 1 stiff, log scale)", default=0.2831617,
-        min=0.0, max=1.0, precision=3)
-    density_kg_m2: FloatProperty(name="Density", description="Areal density, kg per square metre", default=0.15,
-                                 min=1e-4, soft_max=2.0, precision=3)
-    damping_s: FloatProperty(name="Damping", description="Constraint damping along stretch (and, scaled as in the "
-                             "preset, bend) directions, in seconds", default=1e-4, min=0.0, soft_max=0.1,
-                             precision=5)
-    air_drag_per_s: FloatProperty(name="Air Drag", description="Linear air drag rate, 1/s", default=0.3, min=0.0,
-                                  soft_max=10.0)
-    friction: FloatProperty(name="Friction", description="Static friction coefficient against colliders (kinetic "
-                            "friction keeps the preset's ratio)", default=0.6, min=0.0, soft_max=2.0)
-    thickness_m: FloatProperty(name="Thickness", description="Cloth thickness for collisions, metres",
-                               default=0.0015, min=1e-5, soft_max=0.05, precision=4, unit="LENGTH")
-    bending_model: EnumProperty(name="Bending Model", description="How bending is constrained", items=BENDING_ITEMS,
-                                default="auto")
-    pin_group: StringProperty(name="Pin Group", description="Vertex group of pinned vertices: weight 1 follows the "
-                              "animated mesh exactly, weights between 0 and 1 pull softly", default="")
-    weight_map_warp: StringProperty(name="Warp Map", description="Optional vertex group scaling warp stretch "
-                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
-    weight_map_weft: StringProperty(name="Weft Map", description="Optional vertex group scaling weft stretch "
-                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
-    weight_map_bend: StringProperty(name="Bend Map", description="Optional vertex group scaling bending "
-                                    "stiffness (weight 1: as set, 0: 1000x softer)", default="")
-    uv_map: StringProperty(name="UV Map", description="UV map giving the fabric's warp (U) and weft (V) directions; "
-                           "empty: the active UV map (none: isotropic)", default="")
-    use_tethers: BoolProperty(name="Tethers", description="Long-range attachments to the pins stop sagging",
-                              default=True)
-    tether_scale: FloatProperty(name="Tether Scale", description="Slack of the tethers (1: no stretch allowed)",
-                                default=1.05, min=1.0, soft_max=1.5)
-    use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself",
-                                     default=False)
+        name="Bend Stiffness",
+        description="Resistance to bending (0 limp, 1 stiff, log scale)",
+        default=0.2831617,
+        min=0.0,
+        max=1.0,
+        precision=3,
+    )
+    density_kg_m2: FloatProperty(
+        name="Density",
+        description="Areal density, kg per square metre",
+        default=0.15,
+        min=1e-4,
+        soft_max=2.0,
+        precision=3,
+    )
+    damping_s: FloatProperty(
+        name="Damping",
+        description="Constraint damping along stretch (and, scaled as in the preset, bend) directions, in seconds",
+        default=1e-4,
+        min=0.0,
+        soft_max=0.1,
+        precision=5,
+    )
+    air_drag_per_s: FloatProperty(
+        name="Air Drag", description="Linear air drag rate, 1/s", default=0.3, min=0.0, soft_max=10.0
+    )
+    friction: FloatProperty(
+        name="Friction",
+        description="Static friction coefficient against colliders (kinetic friction keeps the preset's ratio)",
+        default=0.6,
+        min=0.0,
+        soft_max=2.0,
+    )
+    thickness_m: FloatProperty(
+        name="Thickness",
+        description="Cloth thickness for collisions, metres",
+        default=0.0015,
+        min=1e-5,
+        soft_max=0.05,
+        precision=4,
+        unit="LENGTH",
+    )
+    bending_model: EnumProperty(
+        name="Bending Model", description="How bending is constrained", items=BENDING_ITEMS, default="auto"
+    )
+    pin_group: StringProperty(
+        name="Pin Group",
+        description="Vertex group of pinned vertices: weight 1 follows the "
+        "animated mesh exactly, weights between 0 and 1 pull softly",
+        default="",
+    )
+    weight_map_warp: StringProperty(
+        name="Warp Map",
+        description="Optional vertex group scaling warp stretch stiffness (weight 1: as set, 0: 1000x softer)",
+        default="",
+    )
+    weight_map_weft: StringProperty(
+        name="Weft Map",
+        description="Optional vertex group scaling weft stretch stiffness (weight 1: as set, 0: 1000x softer)",
+        default="",
+    )
+    weight_map_bend: StringProperty(
+        name="Bend Map",
+        description="Optional vertex group scaling bending stiffness (weight 1: as set, 0: 1000x softer)",
+        default="",
+    )
+    uv_map: StringProperty(
+        name="UV Map",
+        description="UV map giving the fabric's warp (U) and weft (V) directions; "
+        "empty: the active UV map (none: isotropic)",
+        default="",
+    )
+    use_tethers: BoolProperty(
+        name="Tethers", description="Long-range attachments to the pins stop sagging", default=True
+    )
+    tether_scale: FloatProperty(
+        name="Tether Scale",
+        description="Slack of the tethers (1: no stretch allowed)",
+        default=1.05,
+        min=1.0,
+        soft_max=1.5,
+    )
+    use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself", default=False)
+
+    # Cloth: field weights and aerodynamics (Blender Cloth > Field Weights; Chaos Cloth's drag/lift).
+    effector_collection: PointerProperty(
+        name="Effector Collection",
+        type=bpy.types.Collection,
+        description="Only the force fields in this collection act (empty: all)",
+    )
+    field_weight_gravity: FloatProperty(
+        name="Gravity", description="Scale of the scene's gravity", default=1.0, min=0.0, soft_max=1.0
+    )
+    field_weight_all: FloatProperty(
+        name="All", description="Scale of every force field", default=1.0, min=0.0, soft_max=1.0
+    )
+    field_weight_wind: FloatProperty(
+        name="Wind", default=1.0, min=0.0, soft_max=1.0, description="Scale of Wind fields"
+    )
+    field_weight_force: FloatProperty(
+        name="Force", default=1.0, min=0.0, soft_max=1.0, description="Scale of Force fields"
+    )
+    field_weight_vortex: FloatProperty(
+        name="Vortex", default=1.0, min=0.0, soft_max=1.0, description="Scale of Vortex fields"
+    )
+    field_weight_turbulence: FloatProperty(
+        name="Turbulence", default=1.0, min=0.0, soft_max=1.0, description="Scale of Turbulence fields"
+    )
+    drag_coefficient: FloatProperty(
+        name="Drag Coefficient",
+        description="Per-triangle aerodynamic drag against the air (wind fields are air, m/s); 0: off",
+        default=0.0,
+        min=0.0,
+        soft_max=2.0,
+    )
+    lift_coefficient: FloatProperty(
+        name="Lift Coefficient",
+        description="Per-triangle aerodynamic lift across the air; 0: off",
+        default=0.0,
+        min=0.0,
+        soft_max=2.0,
+    )
+
+    # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
+    use_sewing_springs: BoolProperty(
+        name="Sewing",
+        description="Loose edges (in no face) pull the vertices they join together and stay as seams",
+        default=False,
+    )
+    sewing_force_max: FloatProperty(
+        name="Max Sewing Force", description="Cap on each seam's pull, N (0: none)", default=0.0, min=0.0, soft_max=10.0
+    )
+    sewing_closing_time: FloatProperty(
+        name="Closing Time",
+        description="Seconds over which the seams close",
+        default=1.0,
+        min=0.0,
+        soft_max=5.0,
+        unit="TIME_ABSOLUTE",
+    )
+    seam_mode: EnumProperty(
+        name="Seams",
+        description="What a closed seam becomes",
+        default="WELD",
+        items=(
+            ("WELD", "Weld", "Held exactly together"),
+            ("STIFF", "Stiff", "A stiff spring (seam compliance 1e-7 m/N)"),
+        ),
+    )
+    shrink_min: FloatProperty(
+        name="Shrinking Factor",
+        description="Shrink every edge by this fraction (negative: grow)",
+        default=0.0,
+        soft_min=-1.0,
+        max=0.95,
+    )
+    shrink_max: FloatProperty(
+        name="Max Shrinking",
+        description="Shrinking at weight 1 of the Shrinking Group",
+        default=0.0,
+        soft_min=-1.0,
+        max=0.95,
+    )
+    vertex_group_shrink: StringProperty(
+        name="Shrinking Group",
+        description="Vertex group blending Shrinking Factor (weight 0) to Max Shrinking (weight 1)",
+        default="",
+    )
+    use_pressure: BoolProperty(
+        name="Pressure", description="A closed mesh keeps an inner pressure (balloons, pillows)", default=False
+    )
+    uniform_pressure_force: FloatProperty(
+        name="Pressure",
+        description="Uniform overpressure, in units of Pressure Scale",
+        default=0.0,
+        soft_min=-10.0,
+        soft_max=10.0,
+    )
+    use_pressure_volume: BoolProperty(
+        name="Custom Volume", description="Target Volume instead of the rest volume", default=False
+    )
+    target_volume: FloatProperty(
+        name="Target Volume",
+        description="Volume the gas fills at zero overpressure, cubic metres",
+        default=0.0,
+        min=0.0,
+        soft_max=10.0,
+    )
+    pressure_factor: FloatProperty(
+        name="Pressure Scale",
+        description="The gas's pressure at the target volume, Pa",
+        default=1.0,
+        min=0.0,
+        soft_max=5000.0,
+    )
+    vertex_group_pressure: StringProperty(
+        name="Pressure Group", description="Vertex group scaling the pressure's push per vertex", default=""
+    )
 
     # Collider.
-    collider_proxy: EnumProperty(name="Proxy", description="Shape used for collisions", items=PROXY_ITEMS,
-                                 default="AUTO")
-    collider_thickness_m: FloatProperty(name="Thickness", description="Collision margin, metres", default=0.005,
-                                        min=0.0, soft_max=0.1, precision=4, unit="LENGTH")
-    collider_friction: FloatProperty(name="Friction", description="Friction coefficient", default=0.5, min=0.0,
-                                     soft_max=2.0)
-    fit_capsules_to_bones: BoolProperty(name="Fit Capsules to Bones", description="For rigged bodies: one capsule "
-                                        "per deforming bone", default=False)
+    collider_proxy: EnumProperty(
+        name="Proxy", description="Shape used for collisions", items=PROXY_ITEMS, default="AUTO"
+    )
+    collider_thickness_m: FloatProperty(
+        name="Thickness",
+        description="Collision margin, metres",
+        default=0.005,
+        min=0.0,
+        soft_max=0.1,
+        precision=4,
+        unit="LENGTH",
+    )
+    collider_friction: FloatProperty(
+        name="Friction", description="Friction coefficient", default=0.5, min=0.0, soft_max=2.0
+    )
+    fit_capsules_to_bones: BoolProperty(
+        name="Fit Capsules to Bones", description="For rigged bodies: one capsule per deforming bone", default=False
+    )
 
     # Bookkeeping of what a bake created (read by Free Bake; not shown in the UI).
-    bake_cache_file: StringProperty(name="Baked Cache", description="PC2 file the last cache bake wrote",
-                                    default="", options={"HIDDEN"})
-    bake_sidecar_file: StringProperty(name="Baked Sidecar", description="JSON sidecar the last cache bake wrote",
-                                      default="", options={"HIDDEN"})
-    bake_modifier: StringProperty(name="Baked Modifier", description="Mesh Cache modifier the bake added",
-                                  default="", options={"HIDDEN"})
-    bake_shape_keys: StringProperty(name="Baked Shape Keys", description="Shape keys the bake added (JSON list)",
-                                    default="", options={"HIDDEN"})
+    bake_cache_file: StringProperty(
+        name="Baked Cache", description="PC2 file the last cache bake wrote", default="", options={"HIDDEN"}
+    )
+    bake_sidecar_file: StringProperty(
+        name="Baked Sidecar", description="JSON sidecar the last cache bake wrote", default="", options={"HIDDEN"}
+    )
+    bake_modifier: StringProperty(
+        name="Baked Modifier", description="Mesh Cache modifier the bake added", default="", options={"HIDDEN"}
+    )
+    bake_shape_keys: StringProperty(
+        name="Baked Shape Keys", description="Shape keys the bake added (JSON list)", default="", options={"HIDDEN"}
+    )
     bake_created_basis: BoolProperty(default=False, options={"HIDDEN"})
-    bake_shape_key_animation: StringProperty(default="", options={"HIDDEN"},
-                                             description="What the shape-key bake added to the animation (JSON)")
+    bake_shape_key_animation: StringProperty(
+        default="", options={"HIDDEN"}, description="What the shape-key bake added to the animation (JSON)"
+    )
 
 
 class SelvedgeSceneSettings(PropertyGroup):
-    substeps: IntProperty(name="Substeps", description="Solver substeps per frame (the main quality knob)",
-                          default=20, min=1, soft_max=100)
-    iterations: IntProperty(name="Iterations", description="Constraint passes per substep", default=1, min=1,
-                            soft_max=20)
-    solve_mode: EnumProperty(name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS,
-                             default="serial")
+    substeps: IntProperty(
+        name="Substeps",
+        description="Solver substeps per frame (the main quality knob)",
+        default=10,
+        min=1,
+        soft_max=100,
+    )
+    iterations: IntProperty(
+        name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
+    )
+    solve_mode: EnumProperty(
+        name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"
+    )
     network_mode: EnumProperty(
-        name="Learned Network", description="How the learned network assists the solver",
-        items=(("OFF", "Off", "Plain XPBD"),
-               ("ACCELERATION", "Acceleration",
+        name="Learned Network",
+        description="How the learned network assists the solver",
+        items=(
+            ("OFF", "Off", "Plain XPBD"),
+            (
+                "ACCELERATION",
+                "Acceleration",
                 "Each frame the network predicts a bounded acceleration residual added before integration; "
-                "XPBD then projects (pins, stretch, contacts stay exact)"),
-               ("RESIDUAL", "Residual",
+                "XPBD then projects (pins, stretch, contacts stay exact)",
+            ),
+            (
+                "RESIDUAL",
+                "Residual",
                 "XPBD runs the frame, the network corrects it toward the expensive teacher budget, "
-                "then a cheap projection runs again")),
-        default="OFF")
-    use_scene_frame_range: BoolProperty(name="Use Scene Frame Range", description="Bake the scene's frame range",
-                                        default=True)
+                "then a cheap projection runs again",
+            ),
+        ),
+        default="OFF",
+    )
+    use_scene_frame_range: BoolProperty(
+        name="Use Scene Frame Range", description="Bake the scene's frame range", default=True
+    )
     frame_start: IntProperty(name="Start", description="First baked frame (the rest pose)", default=1)
     frame_end: IntProperty(name="End", description="Last baked frame", default=250)
-    cache_folder: StringProperty(name="Cache Folder", description="Where point caches and sidecars are written",
-                                 default="//selvedge_cache", subtype="DIR_PATH", options=_BLEND_RELATIVE_PATH)
+    cache_folder: StringProperty(
+        name="Cache Folder",
+        description="Where point caches and sidecars are written",
+        default="//selvedge_cache",
+        subtype="DIR_PATH",
+        options=_BLEND_RELATIVE_PATH,
+    )
 
 
 CLASSES = (SelvedgeObjectSettings, SelvedgeSceneSettings)

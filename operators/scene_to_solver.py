@@ -5,6 +5,7 @@ The functions take anything with the named attributes (a Blender PropertyGroup, 
 without Blender and the operators stay thin. The solver (and with it Numba) is imported
 lazily, inside the functions, so enabling the add-on stays fast.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -17,14 +18,59 @@ BENDING_MODELS = ("cross_edge", "dihedral", "isometric", "auto")
 SOLVE_MODES = ("serial", "colored", "jacobi")
 
 #: Per-object cloth settings that feed the solver, in the order they are documented.
-CLOTH_KEYS = ("material_preset", "stretch_stiffness", "bend_stiffness", "density_kg_m2", "damping_s",
-              "air_drag_per_s", "friction", "thickness_m", "bending_model", "pin_group", "weight_map_warp",
-              "weight_map_weft", "weight_map_bend", "uv_map", "use_tethers", "tether_scale", "use_self_collision")
+CLOTH_KEYS = (
+    "material_preset",
+    "stretch_stiffness",
+    "bend_stiffness",
+    "density_kg_m2",
+    "damping_s",
+    "air_drag_per_s",
+    "friction",
+    "thickness_m",
+    "bending_model",
+    "pin_group",
+    "weight_map_warp",
+    "weight_map_weft",
+    "weight_map_bend",
+    "uv_map",
+    "use_tethers",
+    "tether_scale",
+    "use_self_collision",
+    "field_weight_gravity",
+    "field_weight_all",
+    "field_weight_wind",
+    "field_weight_force",
+    "field_weight_vortex",
+    "field_weight_turbulence",
+    "drag_coefficient",
+    "lift_coefficient",
+    "use_sewing_springs",
+    "sewing_force_max",
+    "sewing_closing_time",
+    "seam_mode",
+    "shrink_min",
+    "shrink_max",
+    "vertex_group_shrink",
+    "use_pressure",
+    "uniform_pressure_force",
+    "use_pressure_volume",
+    "target_volume",
+    "pressure_factor",
+    "vertex_group_pressure",
+)
 #: Solver weight-map key -> the per-object setting naming its vertex group.
 WEIGHT_MAP_KEYS = {"warp": "weight_map_warp", "weft": "weight_map_weft", "bend": "weight_map_bend"}
 #: Per-scene settings that feed the solver.
-SCENE_KEYS = ("substeps", "iterations", "solve_mode", "network_mode", "use_scene_frame_range", "frame_start",
-              "frame_end", "cache_folder")
+SCENE_KEYS = (
+    "substeps",
+    "iterations",
+    "solve_mode",
+    "network_mode",
+    "use_scene_frame_range",
+    "frame_start",
+    "frame_end",
+    "cache_folder",
+)
 
 
 def as_namespace(values: dict) -> SimpleNamespace:
@@ -93,16 +139,74 @@ def options_from_settings(cloth):
     """Solver ``ClothOptions`` from the per-object settings."""
     from ..solver.settings import ClothOptions
 
-    return ClothOptions(bending_model=str(cloth.bending_model), tethers=bool(cloth.use_tethers),
-                        tether_scale=float(cloth.tether_scale))
+    return ClothOptions(
+        bending_model=str(cloth.bending_model), tethers=bool(cloth.use_tethers), tether_scale=float(cloth.tether_scale)
+    )
+
+
+def effector_weights(cloth) -> dict:
+    """The cloth's Field Weights as ``solver.forces.field_from_blender`` takes them."""
+    return {
+        "all": float(cloth.field_weight_all),
+        "wind": float(cloth.field_weight_wind),
+        "force": float(cloth.field_weight_force),
+        "vortex": float(cloth.field_weight_vortex),
+        "turbulence": float(cloth.field_weight_turbulence),
+    }
+
+
+def aerodynamics_from_settings(cloth):
+    from ..solver.aerodynamics import Aerodynamics
+
+    return Aerodynamics(drag_coefficient=float(cloth.drag_coefficient), lift_coefficient=float(cloth.lift_coefficient))
+
+
+def shrink_from_settings(cloth, group_weights=None):
+    """Blender's Shrinking: Shrinking Factor, Max Shrinking (with a Shrinking Group's weights)."""
+    from ..solver.shrink import Shrink
+
+    return Shrink(shrink_min=float(cloth.shrink_min), shrink_max=float(cloth.shrink_max), weights=group_weights)
+
+
+def pressure_from_settings(cloth, group_weights=None):
+    """Blender's Pressure panel; None while Pressure is off."""
+    if not cloth.use_pressure:
+        return None
+    from ..solver.volume import Pressure
+
+    return Pressure(
+        uniform_pressure_force=float(cloth.uniform_pressure_force),
+        use_pressure_volume=bool(cloth.use_pressure_volume),
+        target_volume=float(cloth.target_volume),
+        pressure_factor=float(cloth.pressure_factor),
+        weights=group_weights,
+    )
+
+
+def sewing_from_settings(cloth, loose_edge_pairs):
+    """Blender's Sewing: the mesh's loose edges become seams; None while Sewing is off or there are none."""
+    if not cloth.use_sewing_springs or len(loose_edge_pairs) == 0:
+        return None
+    from ..solver.sewing import Sewing
+
+    return Sewing(
+        loose_edge_pairs,
+        closing_time_s=float(cloth.sewing_closing_time),
+        sewing_force_max=float(cloth.sewing_force_max),
+        seam=str(cloth.seam_mode).lower(),
+    )
 
 
 def solver_settings_from_scene(scene_settings, fps: float):
     """Solver ``SolverSettings`` from the per-scene settings and the scene's frame rate."""
     from ..solver.settings import SolverSettings
 
-    return SolverSettings(substeps=int(scene_settings.substeps), iterations=int(scene_settings.iterations),
-                          solve_mode=str(scene_settings.solve_mode), fps=float(fps))
+    return SolverSettings(
+        substeps=int(scene_settings.substeps),
+        iterations=int(scene_settings.iterations),
+        solve_mode=str(scene_settings.solve_mode),
+        fps=float(fps),
+    )
 
 
 def frame_range(scene_settings, scene_frame_start: int, scene_frame_end: int) -> tuple[int, int]:
@@ -114,8 +218,9 @@ def frame_range(scene_settings, scene_frame_start: int, scene_frame_end: int) ->
     if last < first:
         from .errors import SceneSettingsError
 
-        raise SceneSettingsError(f"the frame range is reversed ({first} to {last}); the end frame must not precede "
-                                 "the start")
+        raise SceneSettingsError(
+            f"the frame range is reversed ({first} to {last}); the end frame must not precede the start"
+        )
     return first, last
 
 

@@ -12,6 +12,7 @@ How fitted proxies are shown (what a Blender artist knows from rigid-body shapes
   as capsule bounds, parented to its bone (so it follows the pose in the viewport), hidden in
   renders and ignored by bakes; re-running the operator replaces them.
 """
+
 from typing import TYPE_CHECKING
 
 import bpy
@@ -33,8 +34,7 @@ class SELVEDGE_OT_set_role(Operator):
     bl_label = "Set Selvedge Role"
     bl_options = {"REGISTER", "UNDO"}
 
-    role: EnumProperty(name="Role", description="Role given to the selected meshes", items=ROLE_ITEMS,
-                       default="CLOTH")
+    role: EnumProperty(name="Role", description="Role given to the selected meshes", items=ROLE_ITEMS, default="CLOTH")
 
     @classmethod
     def poll(cls, context):
@@ -124,8 +124,9 @@ class SELVEDGE_OT_fit_collider(Operator):
     bl_label = "Fit Collider Proxy"
     bl_options = {"REGISTER", "UNDO"}
 
-    shape: EnumProperty(name="Shape", description="Proxy shape fitted to the bounds", items=FIT_ITEMS,
-                        default="CAPSULE")
+    shape: EnumProperty(
+        name="Shape", description="Proxy shape fitted to the bounds", items=FIT_ITEMS, default="CAPSULE"
+    )
 
     @classmethod
     def poll(cls, context):
@@ -152,9 +153,11 @@ class SELVEDGE_OT_fit_collider(Operator):
             s.fit_capsules_to_bones = False
             obj.show_bounds = True
             obj.display_bounds_type = self.shape
-            size = {"SPHERE": lambda: f"radius {fit['radius']:.4g}",
-                    "CAPSULE": lambda: f"radius {fit['radius']:.4g}, half length {fit['half_length']:.4g}",
-                    "BOX": lambda: "half extents " + ", ".join(f"{h:.4g}" for h in fit["half_extents"])}[self.shape]()
+            size = {
+                "SPHERE": lambda: f"radius {fit['radius']:.4g}",
+                "CAPSULE": lambda: f"radius {fit['radius']:.4g}, half length {fit['half_length']:.4g}",
+                "BOX": lambda: "half extents " + ", ".join(f"{h:.4g}" for h in fit["half_extents"]),
+            }[self.shape]()
             fitted.append(f"{obj.name} ({size})")
         if not fitted:
             self.report({"ERROR"}, "; ".join(failed))
@@ -229,18 +232,26 @@ class SELVEDGE_OT_fit_capsules_to_bones(Operator):
             shown.parent_bone = c["bone"]
             shown.matrix_parent_inverse = Matrix.Identity(4)
             # A bone child sits at the bone's tail; the capsule's centre is mid-bone, its Z along the bone's Y.
-            shown.matrix_basis = Matrix.Translation((0.0, -half, 0.0)) @ Matrix.Rotation(-0.5 * 3.141592653589793,
-                                                                                         4, "X")
+            shown.matrix_basis = Matrix.Translation((0.0, -half, 0.0)) @ Matrix.Rotation(
+                -0.5 * 3.141592653589793, 4, "X"
+            )
         s = obj.selvedge
         s.role = "COLLIDER"
         s.fit_capsules_to_bones = True
         obj.show_bounds = False
         for message in warnings:
             self.report({"WARNING"}, message)
-        self.report({"INFO"}, f"{len(capsules)} capsules on {armature.name}: " + ", ".join(
-            f"{c['bone']} r={c['radius']:.3g}" for c in capsules))
+        self.report(
+            {"INFO"},
+            f"{len(capsules)} capsules on {armature.name}: "
+            + ", ".join(f"{c['bone']} r={c['radius']:.3g}" for c in capsules),
+        )
         return {"FINISHED"}
 
 
-CLASSES = (SELVEDGE_OT_set_role, SELVEDGE_OT_pin_group_from_selection, SELVEDGE_OT_fit_collider,
-           SELVEDGE_OT_fit_capsules_to_bones)
+CLASSES = (
+    SELVEDGE_OT_set_role,
+    SELVEDGE_OT_pin_group_from_selection,
+    SELVEDGE_OT_fit_collider,
+    SELVEDGE_OT_fit_capsules_to_bones,
+)

@@ -1,4 +1,5 @@
 """The "Selvedge" tab of the 3D viewport sidebar (N panel). Drawing only; no physics here."""
+
 from typing import TYPE_CHECKING, Literal
 
 import bpy
@@ -16,6 +17,7 @@ class _SelvedgePanel(Panel):
     bl_category = "Selvedge"
 
     if TYPE_CHECKING:
+
         @property
         def layout(self) -> UILayout:  # fake-bpy-module says `| None`: never None while drawing
             ...
@@ -63,8 +65,15 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         s = obj.selvedge
         layout.prop(s, "material_preset")
         col = layout.column(align=True)
-        for name in ("stretch_stiffness", "bend_stiffness", "density_kg_m2", "damping_s", "air_drag_per_s",
-                     "friction", "thickness_m"):
+        for name in (
+            "stretch_stiffness",
+            "bend_stiffness",
+            "density_kg_m2",
+            "damping_s",
+            "air_drag_per_s",
+            "friction",
+            "thickness_m",
+        ):
             col.prop(s, name)
         layout.prop(s, "bending_model")
         if obj.type == "MESH":
@@ -81,6 +90,85 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         sub.active = s.use_tethers
         sub.prop(s, "tether_scale", text="Scale")
         layout.prop(s, "use_self_collision")
+
+
+class _ClothSubpanel(_SelvedgePanel):
+    bl_parent_id = "SELVEDGE_PT_cloth"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.selvedge.role == "CLOTH"
+
+
+class SELVEDGE_PT_cloth_shape(_ClothSubpanel, Panel):
+    """Blender Cloth's Shape panel names: Sewing, Max Sewing Force, Shrinking Factor, Max Shrinking."""
+
+    bl_label = "Shape"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        s = obj.selvedge
+        layout.prop(s, "use_sewing_springs")
+        col = layout.column(align=True)
+        col.active = s.use_sewing_springs
+        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode"):
+            col.prop(s, name)
+        col = layout.column(align=True)
+        col.prop(s, "shrink_min")
+        col.prop(s, "shrink_max")
+        if obj.type == "MESH":
+            col.prop_search(s, "vertex_group_shrink", obj, "vertex_groups")
+
+
+class SELVEDGE_PT_cloth_pressure(_ClothSubpanel, Panel):
+    bl_label = "Pressure"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.selvedge, "use_pressure", text="")
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        s = obj.selvedge
+        layout.active = s.use_pressure
+        layout.prop(s, "uniform_pressure_force")
+        row = layout.row(heading="Custom Volume")
+        row.prop(s, "use_pressure_volume", text="")
+        sub = row.row()
+        sub.active = s.use_pressure_volume
+        sub.prop(s, "target_volume", text="")
+        layout.prop(s, "pressure_factor")
+        if obj.type == "MESH":
+            layout.prop_search(s, "vertex_group_pressure", obj, "vertex_groups")
+
+
+class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
+    """Blender Cloth's Field Weights (Effector Collection, Gravity, All, per type) and the aerodynamics."""
+
+    bl_label = "Field Weights"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        s = context.object.selvedge
+        layout.prop(s, "effector_collection")
+        col = layout.column(align=True)
+        for name in (
+            "field_weight_gravity",
+            "field_weight_all",
+            "field_weight_wind",
+            "field_weight_force",
+            "field_weight_vortex",
+            "field_weight_turbulence",
+        ):
+            col.prop(s, name)
+        col = layout.column(align=True)
+        col.prop(s, "drag_coefficient")
+        col.prop(s, "lift_coefficient")
 
 
 class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
@@ -171,8 +259,11 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         preview = preview_stats(obj)
         if preview is not None:
             col = layout.column(align=True)
-            col.label(text=f"Preview frame {preview['frame']}: max strain {100 * preview['strain_max']:.2f}%, "
-                           f"P95 {100 * preview['strain_p95']:.2f}%", icon="PLAY")
+            col.label(
+                text=f"Preview frame {preview['frame']}: max strain {100 * preview['strain_max']:.2f}%, "
+                f"P95 {100 * preview['strain_p95']:.2f}%",
+                icon="PLAY",
+            )
             col.label(text=f"Preview: {preview['ms_per_frame']:.1f} ms/frame")
         if s.bake_cache_file:
             layout.label(text=f"Cache: {bpy.path.basename(s.bake_cache_file)}", icon="FILE_CACHE")
@@ -183,10 +274,18 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
             return
         col = layout.column(align=True)
         col.label(text=f"Frames {stats['frame_start']}-{stats['frame_end']} ({stats['frames']} simulated)")
-        col.label(text=f"Last frame: max strain {100 * stats['strain_max']:.2f}%, "
-                       f"P95 {100 * stats['strain_p95']:.2f}%")
+        col.label(text=f"Last frame: max strain {100 * stats['strain_max']:.2f}%, P95 {100 * stats['strain_p95']:.2f}%")
         col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
 
 
-CLASSES = (SELVEDGE_PT_object, SELVEDGE_PT_cloth, SELVEDGE_PT_collider, SELVEDGE_PT_scene, SELVEDGE_PT_preview,
-           SELVEDGE_PT_diagnostics)
+CLASSES = (
+    SELVEDGE_PT_object,
+    SELVEDGE_PT_cloth,
+    SELVEDGE_PT_cloth_shape,
+    SELVEDGE_PT_cloth_pressure,
+    SELVEDGE_PT_cloth_fields,
+    SELVEDGE_PT_collider,
+    SELVEDGE_PT_scene,
+    SELVEDGE_PT_preview,
+    SELVEDGE_PT_diagnostics,
+)

@@ -37,6 +37,7 @@ What happens:
 Blender 4.2-5.0 run Python 3.11 and Blender 5.1+ Python 3.13, hence the two archives per platform
 (a single archive with both wheel sets would be twice the download: llvmlite alone is ~56 MB per Python).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,7 @@ MANIFEST = "blender_manifest.toml"
 #: Blender 4.2-5.0 need macOS 11.2+, Blender 5.1 macOS 12+; onnxruntime's arm64 wheels ask
 #: for macOS 14 (see :data:`ONNXRUNTIME`), so Selvedge's learned models need macOS 14+.
 PLATFORM_TAGS = {
-    "linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                  "manylinux2014_x86_64"),
+    "linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
     "windows-x64": ("win_amd64",),
     "macos-arm64": ("macosx_14_0_arm64", "macosx_13_0_arm64", "macosx_12_0_arm64", "macosx_11_0_arm64"),
 }
@@ -103,8 +103,9 @@ def bundled_requirements(solver_requirements: Path = SOLVER_REQUIREMENTS) -> lis
         if normalize(name) in SHIPPED_BY_BLENDER:
             continue  # Blender's own (its pin and environment marker only concern the dev venvs)
         if marker.strip():
-            raise BuildError(f"{solver_requirements}: bundled pins must hold for every Python; "
-                             f"{line!r} has an environment marker")
+            raise BuildError(
+                f"{solver_requirements}: bundled pins must hold for every Python; {line!r} has an environment marker"
+            )
         pins.append((name.strip(), version.strip()))
     name, _, version = ONNXRUNTIME.partition("==")
     return pins + [(name, version)]
@@ -123,8 +124,10 @@ def find_wheel(folder: Path, name: str, version: str) -> Path | None:
     found = sorted(folder.glob(f"{normalize(name)}-{version}-*.whl")) if folder.is_dir() else []
     found = [p for p in found if normalize(p.name.split("-")[0]) == normalize(name)]
     if len(found) > 1:
-        raise BuildError(f"several cached wheels for {name}=={version} in {folder}: {[p.name for p in found]}; "
-                         "delete the folder and build again")
+        raise BuildError(
+            f"several cached wheels for {name}=={version} in {folder}: {[p.name for p in found]}; "
+            "delete the folder and build again"
+        )
     return found[0] if found else None
 
 
@@ -134,11 +137,21 @@ def fetch_wheels(platform: str, python: str, requirements, cache: Path, offline:
     missing = [(n, v) for n, v in requirements if find_wheel(folder, n, v) is None]
     if missing:
         if offline:
-            raise BuildError(f"--offline: no cached wheel for {', '.join(f'{n}=={v}' for n, v in missing)} "
-                             f"in {folder}")
+            raise BuildError(f"--offline: no cached wheel for {', '.join(f'{n}=={v}' for n, v in missing)} in {folder}")
         folder.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--python-version", python, "--dest", str(folder), "--quiet"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            python,
+            "--dest",
+            str(folder),
+            "--quiet",
+        ]
         for tag in PLATFORM_TAGS[platform]:
             command += ["--platform", tag]
         command += [f"{n}=={v}" for n, v in missing]
@@ -258,7 +271,7 @@ def archive_name(manifest: dict, platform: str, python: str) -> str:
 DEFAULT_EXCLUDE = ("__pycache__/", ".*", "/*.zip", "*.blend[1-9]")
 
 
-def exclude_patterns(manifest: dict) -> "PathExclude":
+def exclude_patterns(manifest: dict) -> PathExclude:
     build = manifest.get("build", {})
     if "paths" in build:
         raise BuildError("[build] paths is not supported by this script; use paths_exclude_pattern")
@@ -288,7 +301,7 @@ class PathExclude:
                 continue
             if len(parts) < len(segments) or (anchored and len(parts) != len(segments)):
                 continue
-            if all(map(fnmatch.fnmatchcase, parts[len(parts) - len(segments):], segments)):
+            if all(map(fnmatch.fnmatchcase, parts[len(parts) - len(segments) :], segments)):
                 return True
         return False
 
@@ -352,8 +365,16 @@ def write_zip(staging: Path, manifest: dict, platform: str, python: str, wheels:
     os.replace(temp, out)
 
 
-def build(platforms=None, pythons=PYTHONS, *, source: Path = ROOT, output: Path | None = None,
-          cache: Path | None = None, offline: bool = False, log=print) -> Build:
+def build(
+    platforms=None,
+    pythons=PYTHONS,
+    *,
+    source: Path = ROOT,
+    output: Path | None = None,
+    cache: Path | None = None,
+    offline: bool = False,
+    log=print,
+) -> Build:
     """Fetch wheels and write one zip per platform and Python; the Python API behind the command line."""
     source = Path(source)
     output = Path(output) if output else source / "dist"
@@ -373,8 +394,10 @@ def build(platforms=None, pythons=PYTHONS, *, source: Path = ROOT, output: Path 
         if folder.resolve().is_relative_to(source.resolve()) and folder.resolve() != source.resolve():
             parts = folder.resolve().relative_to(source.resolve()).parts
             if not any(exclude.excluded("/".join(parts[:i]), True) for i in range(1, len(parts) + 1)):
-                raise BuildError(f"{folder} is inside the extension folder but not excluded by the manifest's "
-                                 "paths_exclude_pattern; it would end up in the archive")
+                raise BuildError(
+                    f"{folder} is inside the extension folder but not excluded by the manifest's "
+                    "paths_exclude_pattern; it would end up in the archive"
+                )
     requirements = bundled_requirements(source / "requirements" / "solver.txt")
     result = Build({}, {}, {})
     output.mkdir(parents=True, exist_ok=True)
@@ -388,24 +411,39 @@ def build(platforms=None, pythons=PYTHONS, *, source: Path = ROOT, output: Path 
             result.wheels[key] = [f"./wheels/{w.name}" for w in wheels_by_platform[platform]]
             result.zips[key] = output / archive_name(manifest, platform, python)
             write_zip(staging, manifest, platform, python, result.wheels[key], result.zips[key])
-            log(f"built {result.zips[key]} ({result.zips[key].stat().st_size / 2**20:.1f} MiB, "
-                f"{len(result.wheels[key])} wheels, Blender {' to before '.join(BLENDER_FOR_PYTHON[python])})")
+            log(
+                f"built {result.zips[key]} ({result.zips[key].stat().st_size / 2**20:.1f} MiB, "
+                f"{len(result.wheels[key])} wheels, Blender {' to before '.join(BLENDER_FOR_PYTHON[python])})"
+            )
     return result
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--platform", action="append", choices=sorted(PLATFORM_TAGS),
-                        help="build for this Blender platform only (repeatable; default: the manifest's)")
-    parser.add_argument("--python", action="append", choices=PYTHONS,
-                        help="bundle wheels for this Python only (repeatable; default: all)")
+    parser.add_argument(
+        "--platform",
+        action="append",
+        choices=sorted(PLATFORM_TAGS),
+        help="build for this Blender platform only (repeatable; default: the manifest's)",
+    )
+    parser.add_argument(
+        "--python",
+        action="append",
+        choices=PYTHONS,
+        help="bundle wheels for this Python only (repeatable; default: all)",
+    )
     parser.add_argument("--output-dir", type=Path, default=None, help="where the zips go (default: dist/)")
     parser.add_argument("--wheel-cache", type=Path, default=None, help="download cache (default: wheels/)")
     parser.add_argument("--offline", action="store_true", help="use cached wheels only, never run pip")
     args = parser.parse_args(argv)
     try:
-        build(args.platform, tuple(args.python or PYTHONS), output=args.output_dir, cache=args.wheel_cache,
-              offline=args.offline)
+        build(
+            args.platform,
+            tuple(args.python or PYTHONS),
+            output=args.output_dir,
+            cache=args.wheel_cache,
+            offline=args.offline,
+        )
     except BuildError as error:
         print(f"build_extension: error: {error}", file=sys.stderr)
         return 1

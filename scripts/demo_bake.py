@@ -5,6 +5,7 @@ The cache holds the start pose at frame 1 and one sample per simulated frame aft
 plays in Blender's Mesh Cache modifier (format PC2, frame start 1) on a grid with the same
 vertex order (``grid_mesh(resolution, resolution)``: x fastest, then y).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,13 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
+from selvedge_import import import_selvedge
 
 import_selvedge()
-import numpy as np  # noqa: E402
+import numpy as np
 
-from selvedge.solver import Cloth, ClothOptions, SimulationError, SolverSettings, grid_mesh, preset  # noqa: E402
-from selvedge.solver.io_pc2 import PC2Writer, write_sidecar  # noqa: E402
+from selvedge.solver import Cloth, ClothOptions, SimulationError, SolverSettings, grid_mesh, preset
+from selvedge.solver.io_pc2 import PC2Writer, write_sidecar
 
 
 def smoothstep(t: float) -> float:
@@ -89,34 +90,52 @@ def main(argv=None) -> int:
     solve_ms = [d.timings_ms["total"] for d in diagnostics]
     settings_doc = {
         "scene": "grid pinned at two corners, one corner moving",
-        "resolution": n, "size_m": args.size, "frames": args.frames, "fps": args.fps,
-        "pinned_vertices": cloth.pinned_vertices.tolist(), "moving_pin": moving_corner,
-        "material": dataclasses.asdict(material), "options": dataclasses.asdict(options),
+        "resolution": n,
+        "size_m": args.size,
+        "frames": args.frames,
+        "fps": args.fps,
+        "pinned_vertices": cloth.pinned_vertices.tolist(),
+        "moving_pin": moving_corner,
+        "material": dataclasses.asdict(material),
+        "options": dataclasses.asdict(options),
         "solver": dataclasses.asdict(settings),
-        "constraints": {c.name: c.count for c in cloth.constraint_sets}, "bending_model": cloth.bending_model,
-        "warnings": cloth.warnings, "pc2_start_frame": 1, "pc2_samples": args.frames + 1,
+        "constraints": {c.name: c.count for c in cloth.constraint_sets},
+        "bending_model": cloth.bending_model,
+        "warnings": cloth.warnings,
+        "pc2_start_frame": 1,
+        "pc2_samples": args.frames + 1,
     }
     write_sidecar(json_path, settings_doc, diagnostics, extra={"cache": pc2_path.name})
 
     drop = float(positions[:, 2].mean() - cloth.positions[:, 2].mean())
-    print(f"Selvedge demo: {n}x{n} {material.name} cloth ({n * n} vertices, {cloth.constraint_count} constraints), "
-          f"{args.frames} frames at {args.fps:g} fps, {settings.substeps} substeps x {settings.iterations} iteration(s), "
-          f"{settings.solve_mode} solve")
-    print(f"  build {1e3 * build_s:.0f} ms; first frame {wall_ms[0]:.0f} ms (includes any JIT compile); "
-          f"then {np.mean(wall_ms[1:] or wall_ms):.1f} ms/frame ({np.mean(solve_ms[1:] or solve_ms):.1f} ms solve "
-          f"+ diagnostics)")
-    print(f"  max edge strain {100 * strain_max:.1f} % (frame {worst_frame}); P95 strain at the end "
-          f"{100 * diagnostics[-1].strain_p95:.2f} %; mean height fell {drop:.3f} m")
+    print(
+        f"Selvedge demo: {n}x{n} {material.name} cloth ({n * n} vertices, {cloth.constraint_count} constraints), "
+        f"{args.frames} frames at {args.fps:g} fps, {settings.substeps} substeps x {settings.iterations} iteration(s), "
+        f"{settings.solve_mode} solve"
+    )
+    print(
+        f"  build {1e3 * build_s:.0f} ms; first frame {wall_ms[0]:.0f} ms (includes any JIT compile); "
+        f"then {np.mean(wall_ms[1:] or wall_ms):.1f} ms/frame ({np.mean(solve_ms[1:] or solve_ms):.1f} ms solve "
+        f"+ diagnostics)"
+    )
+    print(
+        f"  max edge strain {100 * strain_max:.1f} % (frame {worst_frame}); P95 strain at the end "
+        f"{100 * diagnostics[-1].strain_p95:.2f} %; mean height fell {drop:.3f} m"
+    )
     for w in cloth.warnings:
         print(f"  warning: {w}")
     print(f"  wrote {pc2_path} and {json_path}")
     summary = {
-        "frames": args.frames, "vertices": n * n, "constraints": cloth.constraint_count,
+        "frames": args.frames,
+        "vertices": n * n,
+        "constraints": cloth.constraint_count,
         "ms_per_frame": round(float(np.mean(wall_ms)), 3),
         "ms_per_frame_after_first": round(float(np.mean(wall_ms[1:] or wall_ms)), 3),
         "first_frame_ms": round(wall_ms[0], 3),
-        "max_strain": strain_max, "final_strain_p95": diagnostics[-1].strain_p95,
-        "pc2": str(pc2_path), "sidecar": str(json_path),
+        "max_strain": strain_max,
+        "final_strain_p95": diagnostics[-1].strain_p95,
+        "pc2": str(pc2_path),
+        "sidecar": str(json_path),
     }
     print(json.dumps(summary))
     return 0

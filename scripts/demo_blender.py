@@ -13,6 +13,7 @@ Run: ``.venv/bin/python scripts/demo_blender.py [--frames 48] [--resolution 24] 
 with ``requirements/demo.txt`` installed; or ``blender -b -P scripts/demo_blender.py -- [options]``.
 Outputs in ``--out``: ``demo.blend``, ``Cloth.pc2``, ``Cloth.json`` (sidecar), ``preview.png``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
-from selvedge_import import import_selvedge  # noqa: E402
-
-import bpy  # noqa: E402
-import numpy as np  # noqa: E402
+import bpy
+import numpy as np
+from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
 
@@ -66,8 +66,16 @@ def build_scene(frames: int, resolution: int, substeps: int):
     z = np.linspace(TORSO_BOTTOM, TORSO_BOTTOM + 2 * BONE_LENGTH, rings)
     a = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
     verts = [(TORSO_RADIUS * math.cos(t), TORSO_RADIUS * math.sin(t), h) for h in z for t in a]
-    faces = [(r * segments + i, r * segments + (i + 1) % segments, (r + 1) * segments + (i + 1) % segments,
-              (r + 1) * segments + i) for r in range(rings - 1) for i in range(segments)]
+    faces = [
+        (
+            r * segments + i,
+            r * segments + (i + 1) % segments,
+            (r + 1) * segments + (i + 1) % segments,
+            (r + 1) * segments + i,
+        )
+        for r in range(rings - 1)
+        for i in range(segments)
+    ]
     mesh = bpy.data.meshes.new("Body")
     mesh.from_pydata(verts, [], faces)
     body = bpy.data.objects.new("Body", mesh)
@@ -84,15 +92,19 @@ def build_scene(frames: int, resolution: int, substeps: int):
     body.modifiers.new("Armature", "ARMATURE").object = rig
 
     # Head: a UV sphere riding on the upper bone.
-    bpy.ops.mesh.primitive_uv_sphere_add(radius=HEAD_RADIUS, location=(0.0, 0.0, HEAD_Z), segments=24,
-                                         ring_count=12)
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=HEAD_RADIUS, location=(0.0, 0.0, HEAD_Z), segments=24, ring_count=12)
     head = bpy.context.object
     head.name = "Head"
     _parent_to_bone(head, rig, "Upper")
 
     # Cloth: a square sheet above the head, pinned around its centre, riding on the upper bone.
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=resolution - 1, y_subdivisions=resolution - 1, size=SHEET_SIZE,
-                                    calc_uvs=True, location=(0.0, 0.0, SHEET_Z))
+    bpy.ops.mesh.primitive_grid_add(
+        x_subdivisions=resolution - 1,
+        y_subdivisions=resolution - 1,
+        size=SHEET_SIZE,
+        calc_uvs=True,
+        location=(0.0, 0.0, SHEET_Z),
+    )
     cloth = bpy.context.object
     cloth.name = "Cloth"
     co = np.empty(3 * len(cloth.data.vertices))
@@ -117,8 +129,7 @@ def build_scene(frames: int, resolution: int, substeps: int):
     # Animation: the body leans and the chest bends over the bake (smooth keys, rest at frame 1).
     last = scene.frame_end
     for frame, lean, bend, turn in ((1, 0.0, 0.0, 0.0), (last, 8.0, 15.0, 20.0)):
-        for name, angles in (("Lower", (0.0, math.radians(lean), 0.0)),
-                             ("Upper", (math.radians(bend), 0.0, 0.0))):
+        for name, angles in (("Lower", (0.0, math.radians(lean), 0.0)), ("Upper", (math.radians(bend), 0.0, 0.0))):
             pb = rig.pose.bones[name]
             pb.rotation_mode = "XYZ"
             pb.rotation_euler = angles
@@ -181,8 +192,13 @@ def capsules_and_sphere(rig, head, depsgraph):
     world = np.array(rig_eval.matrix_world)
     shapes = []
     for pb in rig_eval.pose.bones:
-        shapes.append((world[:3, :3] @ np.array(pb.head) + world[:3, 3],
-                       world[:3, :3] @ np.array(pb.tail) + world[:3, 3], body_radius))
+        shapes.append(
+            (
+                world[:3, :3] @ np.array(pb.head) + world[:3, 3],
+                world[:3, :3] @ np.array(pb.tail) + world[:3, 3],
+                body_radius,
+            )
+        )
     centre = np.array(head.evaluated_get(depsgraph).matrix_world.translation)
     shapes.append((centre, centre, HEAD_RADIUS))
     return shapes
@@ -212,7 +228,7 @@ def cloth_world(obj, depsgraph):
 
 def main(argv=None) -> int:
     if argv is None:
-        argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+        argv = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=48, help="simulated frames (default 48)")
     parser.add_argument("--resolution", type=int, default=24, help="sheet vertices per side (default 24)")
@@ -220,8 +236,9 @@ def main(argv=None) -> int:
     parser.add_argument("--width", type=int, default=320, help="preview width in pixels (default 320)")
     parser.add_argument("--height", type=int, default=240, help="preview height in pixels (default 240)")
     parser.add_argument("--samples", type=int, default=8, help="Cycles samples (default 8)")
-    parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo_blender",
-                        help="output folder (default out/demo_blender)")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "out" / "demo_blender", help="output folder (default out/demo_blender)"
+    )
     args = parser.parse_args(argv)
     if args.frames < 1 or args.resolution < 3:
         parser.error("--frames must be >= 1 and --resolution >= 3")
@@ -264,18 +281,32 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     bpy.ops.render.render(write_still=True)
     render_s = time.perf_counter() - t0
-    summary = {"frames": args.frames, "vertices": len(cloth.data.vertices), "substeps": args.substeps,
-               "ms_per_frame": solver_ms, "bake_s": bake_s, "strain_max": strain_max,
-               "compile_s": compile_s, "compile_cold": cold,
-               "min_distance_to_body_m": closest, "render_s": render_s, "blend": str(blend),
-               "pc2": str(Path(bpy.path.abspath(cloth.selvedge.bake_cache_file))), "sidecar": str(sidecar_path),
-               "png": str(png)}
-    print(f"Selvedge demo: {args.frames} frames of a {summary['vertices']}-vertex sheet on a rigged body, "
-          f"{solver_ms:.1f} ms/frame in the solver ({bake_s:.1f} s for the whole bake), "
-          f"max strain {100 * strain_max:.2f}%, closest approach to the body {1e3 * closest:.2f} mm, "
-          f"render {render_s:.1f} s")
-    print(f"Selvedge demo: solver {'compiled by Numba (first run on this machine)' if cold else 'loaded from the cache'}"
-          f" in {compile_s:.1f} s before the bake ({dependencies.solver_cache_folder()})")
+    summary = {
+        "frames": args.frames,
+        "vertices": len(cloth.data.vertices),
+        "substeps": args.substeps,
+        "ms_per_frame": solver_ms,
+        "bake_s": bake_s,
+        "strain_max": strain_max,
+        "compile_s": compile_s,
+        "compile_cold": cold,
+        "min_distance_to_body_m": closest,
+        "render_s": render_s,
+        "blend": str(blend),
+        "pc2": str(Path(bpy.path.abspath(cloth.selvedge.bake_cache_file))),
+        "sidecar": str(sidecar_path),
+        "png": str(png),
+    }
+    print(
+        f"Selvedge demo: {args.frames} frames of a {summary['vertices']}-vertex sheet on a rigged body, "
+        f"{solver_ms:.1f} ms/frame in the solver ({bake_s:.1f} s for the whole bake), "
+        f"max strain {100 * strain_max:.2f}%, closest approach to the body {1e3 * closest:.2f} mm, "
+        f"render {render_s:.1f} s"
+    )
+    print(
+        f"Selvedge demo: solver {'compiled by Numba (first run on this machine)' if cold else 'loaded from the cache'}"
+        f" in {compile_s:.1f} s before the bake ({dependencies.solver_cache_folder()})"
+    )
     print(f"Selvedge demo: wrote {blend}, {summary['pc2']}, {sidecar_path}, {png}")
     print(json.dumps(summary))
     return 0

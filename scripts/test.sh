@@ -5,12 +5,13 @@
 #               package tests, tests/blender (the solver's tests do not depend on the stack beyond
 #               NumPy/numba, which the Blender-layer bakes exercise)
 #   3. scripts/typecheck.sh: pyright over operators/, panels/, __init__.py against fake-bpy-module
+#   4. lint: `ruff format --check` and `ruff check` (pyproject.toml's rule set) over the repository
 # Arguments go to both pytest runs (`./scripts/test.sh -k shape_key`, `-x`, `-m "not slow"`).
 # SELVEDGE_STACKS="3.11" (or "3.13", "types", any space-separated subset) runs only those parts.
 # Every part runs even when an earlier one fails; the exit status is 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STACKS="${SELVEDGE_STACKS:-3.11 3.13 types}"
+STACKS="${SELVEDGE_STACKS:-3.11 3.13 types lint}"
 PYTEST=(-m pytest -q -p no:cacheprovider --import-mode=importlib --durations=15)
 STATUS=0
 SUMMARY=()
@@ -28,12 +29,16 @@ pytest_on() {  # pytest_on REQUIREMENTS PYTHON TESTS [args]
   shift 3
   ( source scripts/_venv.sh "$req" "$python" && exec "$VENV/bin/python" "${PYTEST[@]}" "$tests" "$@" )
 }
+lint() {  # ruff from .venv (requirements/test.txt pins it)
+  ( source scripts/_venv.sh requirements/test.txt 3.11 && "$VENV/bin/ruff" format --check . && "$VENV/bin/ruff" check . )
+}
 for part in $STACKS; do
   case "$part" in
     3.11) run_part "Python 3.11 / bpy 5.0.1: tests/" pytest_on requirements/test.txt 3.11 tests "$@" ;;
     3.13) run_part "Python 3.13 / bpy 5.3.0: tests/blender" pytest_on requirements/blender313.txt 3.13 tests/blender "$@" ;;
     types) run_part "pyright (fake-bpy-module)" ./scripts/typecheck.sh ;;
-    *) echo "test.sh: unknown part '$part' in SELVEDGE_STACKS (3.11, 3.13, types)" >&2; exit 2 ;;
+    lint) run_part "ruff (format and lint)" lint ;;
+    *) echo "test.sh: unknown part '$part' in SELVEDGE_STACKS (3.11, 3.13, types, lint)" >&2; exit 2 ;;
   esac
 done
 echo

@@ -8,6 +8,7 @@ classes, typed by the PropertyGroup classes themselves, so ``obj.selvedge.role``
 against the declarations in operators/properties.py. Run by scripts/typecheck.sh; ``.typings/``
 is ignored by git and by the extension build.
 """
+
 import shutil
 import sys
 import sysconfig
@@ -20,8 +21,10 @@ ADDED = {
     "Scene": ["selvedge: _selvedge_properties.SelvedgeSceneSettings"],
     "WindowManager": ["selvedge_preview_on_cancel: str", "selvedge_overlay_red_strain: float"],
 }
-IMPORT = ("import builtins\n"
-          "from operators import properties as _selvedge_properties  # Selvedge's registered PropertyGroups\n")
+IMPORT = (
+    "import builtins\n"
+    "from operators import properties as _selvedge_properties  # Selvedge's registered PropertyGroups\n"
+)
 
 
 def fix_shadowed_property(lines: list[str]) -> list[str]:

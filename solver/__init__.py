@@ -4,17 +4,36 @@ The public names are imported on first use (PEP 562), so ``solver.errors`` and `
 (pure NumPy) can be imported without loading Numba: an operator's ``except`` clause names the
 solver's error classes without compiling anything.
 """
+
 import importlib
 
 __version__ = "0.1.0"
 
 #: public name -> the submodule defining it
 _EXPORTS = {
-    "Cloth": "cloth", "BENDING_MODELS": "settings", "SOLVE_MODES": "settings", "ClothOptions": "settings",
-    "SolverSettings": "settings", "ConstraintStats": "diagnostics", "FrameDiagnostics": "diagnostics",
-    "ClothInputError": "errors", "SelvedgeError": "errors", "SimulationError": "errors", "ContactHandler": "hooks",
-    "PRESETS": "materials", "Material": "materials", "compliance_from_slider": "materials", "preset": "materials",
-    "grid_mesh": "mesh", "triangulate": "mesh",
+    "Cloth": "cloth",
+    "BENDING_MODELS": "settings",
+    "SOLVE_MODES": "settings",
+    "ClothOptions": "settings",
+    "SolverSettings": "settings",
+    "ConstraintStats": "diagnostics",
+    "FrameDiagnostics": "diagnostics",
+    "ClothInputError": "errors",
+    "SelvedgeError": "errors",
+    "SimulationError": "errors",
+    "ContactHandler": "hooks",
+    "PRESETS": "materials",
+    "Material": "materials",
+    "compliance_from_slider": "materials",
+    "preset": "materials",
+    "grid_mesh": "mesh",
+    "triangulate": "mesh",
+    "Aerodynamics": "aerodynamics",
+    "ForceField": "forces",
+    "Pressure": "volume",
+    "Sewing": "sewing",
+    "loose_edges": "sewing",
+    "Shrink": "shrink",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

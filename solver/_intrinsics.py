@@ -8,6 +8,7 @@ call, with the loop's registers saved around it (measured: docs/design/solver.md
 square roots are correctly rounded, so the result is the same to the bit (a negative argument
 gives NaN, as ``math.sqrt`` does under ``error_model="numpy"``).
 """
+
 from __future__ import annotations
 
 from llvmlite import ir

@@ -9,6 +9,7 @@ imported under different package names (``bl_ext.user_default.selvedge`` inside 
 ``selvedge`` in plain Python), so each package name gets its own sub-folder; otherwise one
 name would try to load the other's entries and fail.
 """
+
 import os
 import sys
 

@@ -8,6 +8,7 @@ hyperthread) and ``cycle_counter`` (``llvm.readcyclecounter``, the x86 time-stam
 timing phases inside one kernel call; on other architectures it may trap, which is why the fused
 path is only taken on x86-64: :data:`FUSED_SUPPORTED`).
 """
+
 from __future__ import annotations
 
 import platform
@@ -61,8 +62,7 @@ def spin_pause(typingctx):
     sig = types.void()
 
     def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
-                                            "llvm.x86.sse2.pause")
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
         builder.call(fn, [])
         return context.get_dummy_value()
 
@@ -75,8 +75,9 @@ def cycle_counter(typingctx):
     sig = types.int64()
 
     def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                            "llvm.readcyclecounter")
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), []), "llvm.readcyclecounter"
+        )
         return builder.call(fn, [])
 
     return sig, codegen

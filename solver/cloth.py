@@ -1,37 +1,79 @@
 """The XPBD cloth: build from arrays, step frames, read positions, velocities and diagnostics.
 
-Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict,
-reset every multiplier, iterate stretch -> shear -> bend -> tethers -> soft pins -> contacts,
-rebuild velocities from positions. Kinematic (hard-pinned) vertices have inverse mass 0 and
+Loop structure (001 appendix A, 002 sec. 3): substeps outermost; in each substep predict
+(gravity, force fields and aerodynamics: :mod:`.forces`), reset every multiplier, iterate
+stretch -> shear -> bend -> tethers -> soft pins -> sewing (:mod:`.sewing`) -> pressure
+(:mod:`.volume`) -> contacts, rebuild velocities from positions. Shrink (:mod:`.shrink`) scales
+the rest lengths between frames. Kinematic (hard-pinned) vertices have inverse mass 0 and
 follow targets interpolated linearly inside the frame.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from . import kernels as kn
-from .coloring import block_schedule, partition_vertices
-from .constraints import (ConstraintSet, build_bending, build_shear, build_soft_pins, build_stretch,
-                          build_tethers, hops_to_pins, interleave_independent, sweep_order_from_pins,
-                          vertex_uv)
-from .diagnostics import (ConstraintStats, FrameDiagnostics, dihedral_errors, distance_errors, edge_strain,
-                          isometric_errors, p95, soft_pin_errors)
-from .errors import ClothInputError, SimulationError
-from .correction import corrected_state, project_stretch_and_contacts
-from .hooks import (AccelerationHook, ContactHandler, CorrectionResult, FrameState, ProposalHook, StepObserver,
-                    SubstepState, read_only)
 from ._team import FUSED_SUPPORTED
+from .aerodynamics import Aerodynamics
+from .coloring import block_schedule, partition_vertices
+from .constraints import (
+    BIAS,
+    WARP,
+    WEFT,
+    ConstraintSet,
+    build_bending,
+    build_shear,
+    build_soft_pins,
+    build_stretch,
+    build_tethers,
+    classify_grain,
+    hops_to_pins,
+    interleave_independent,
+    sweep_order_from_pins,
+    vertex_uv,
+)
+from .correction import corrected_state, project_stretch_and_contacts
+from .diagnostics import (
+    ConstraintStats,
+    FrameDiagnostics,
+    dihedral_errors,
+    distance_errors,
+    edge_strain,
+    isometric_errors,
+    p95,
+    soft_pin_errors,
+)
+from .errors import ClothInputError, SimulationError
+from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
+from .hooks import (
+    AccelerationHook,
+    ContactHandler,
+    CorrectionResult,
+    FrameState,
+    ProposalHook,
+    StepObserver,
+    SubstepState,
+    read_only,
+)
 from .materials import Material
-from .mesh import build_topology, check_finite, lumped_vertex_mass, triangulate
+from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
+from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
 from .settings import ClothOptions, SolverSettings
+from .sewing import Sewing, SewingConstraints
+from .shrink import Shrink
+from .volume import Pressure, VolumeConstraints
 
 #: Pin weights at or above this are hard pins (inverse mass 0); above 0 and below it, soft pins.
 HARD_PIN_WEIGHT = 1.0 - 1e-6
+#: A coarse link within this angle (degrees) of the warp or weft takes that grain's stretch limit,
+#: otherwise the bias one (mesh edges use ``constraints.GRAIN_TOLERANCE_DEG``, 22.5).
+LINK_GRAIN_TOLERANCE_DEG = 10.0
 #: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
 _SOLVER_LOCK = threading.Lock()
 
@@ -49,10 +91,27 @@ class Cloth:
         ``stretch`` (all grains), ``shear`` and ``bend``; 0 is 1000x more compliant.
     """
 
-    def __init__(self, vertices, faces, *, material: Material | None = None, options: ClothOptions | None = None,
-                 settings: SolverSettings | None = None, pin_weights=None, uvs=None, weight_maps=None,
-                 initial_velocities=None, contact_handler: ContactHandler | None = None,
-                 acceleration_hook: AccelerationHook | None = None, proposal_hook: ProposalHook | None = None):
+    def __init__(
+        self,
+        vertices,
+        faces,
+        *,
+        material: Material | None = None,
+        options: ClothOptions | None = None,
+        settings: SolverSettings | None = None,
+        pin_weights=None,
+        uvs=None,
+        weight_maps=None,
+        initial_velocities=None,
+        contact_handler: ContactHandler | None = None,
+        acceleration_hook: AccelerationHook | None = None,
+        proposal_hook: ProposalHook | None = None,
+        shrink: Shrink | None = None,
+        force_fields=None,
+        aerodynamics: Aerodynamics | None = None,
+        pressure: Pressure | None = None,
+        sewing: Sewing | None = None,
+    ):
         self.material = material or Material()
         self.options = options or ClothOptions()
         self.settings = settings or SolverSettings()
@@ -87,7 +146,9 @@ class Cloth:
         hard = pins >= HARD_PIN_WEIGHT
         massless = self.mass <= 0.0
         if (massless & ~hard).any() and self.topology.loose_vertices.size < int((massless & ~hard).sum()):
-            self.warnings.append(f"{int((massless & ~hard).sum())} vertices touch only zero-area triangles; held in place")
+            self.warnings.append(
+                f"{int((massless & ~hard).sum())} vertices touch only zero-area triangles; held in place"
+            )
         kinematic = hard | massless
         self.inv_mass = np.where(kinematic, 0.0, 1.0 / np.where(kinematic, 1.0, self.mass))
         self.pinned_vertices = np.flatnonzero(pins > 0.0).astype(np.int64)
@@ -109,20 +170,29 @@ class Cloth:
         self._soft_prev = rest[self.soft_pin_index].copy()
 
         sets: list[ConstraintSet] = []
-        stretch, self.edge_grain = build_stretch(rest, self.topology, uv, uv_pattern_m, self.material, maps,
-                                                   self.options.uv_scale_m)
+        stretch, self.edge_grain = build_stretch(
+            rest, self.topology, uv, uv_pattern_m, self.material, maps, self.options.uv_scale_m
+        )
         self.edge_rest_length = stretch.params["rest_length"]  # in topology.edges order, like edge_grain
         sets.append(stretch)
         if self.options.shear:
             sets.append(build_shear(rest, self.topology, uv, uv_pattern_m, self.material, maps, self.edge_grain))
         if self.options.bending:
-            sets.append(build_bending(rest, self.topology, uv_pattern_m, self.material, maps,
-                                      self.options.bending_model))
+            sets.append(
+                build_bending(rest, self.topology, uv_pattern_m, self.material, maps, self.options.bending_model)
+            )
         if self.options.tethers:
-            tethers = build_tethers(rest, self.topology, self.inv_mass, np.flatnonzero(hard & ~massless),
-                                    geodesic=self.options.tether_geodesic, count=self.options.tether_count,
-                                    scale=self.options.tether_scale, compliance=self.options.tether_compliance,
-                                    uv_pattern_m=uv_pattern_m)
+            tethers = build_tethers(
+                rest,
+                self.topology,
+                self.inv_mass,
+                np.flatnonzero(hard & ~massless),
+                geodesic=self.options.tether_geodesic,
+                count=self.options.tether_count,
+                scale=self.options.tether_scale,
+                compliance=self.options.tether_compliance,
+                uv_pattern_m=uv_pattern_m,
+            )
             if tethers.count == 0 and self.inv_mass.any():
                 self.warnings.append("tethers requested but the cloth has no hard pins: no tethers built")
             sets.append(tethers)
@@ -134,11 +204,54 @@ class Cloth:
             soft_set.params["slot"] = np.arange(self.soft_pin_index.size, dtype=np.int64)
             sets.append(soft_set)
         sets = [s for s in sets if s.count > 0 or s.name == "stretch"]
+        for c in sets:
+            if c.kind == "distance":
+                c.params["rest_length_unshrunk"] = c.params["rest_length"].copy()
+        self._edge_rest_unshrunk = self.edge_rest_length.copy()
+        #: mesh edges (``topology.edges`` order) with an end at most two edges from a hard pin (its 2-ring)
+        self._pin_ring_edges = np.zeros(self.topology.edges.shape[0], dtype=bool)
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
             sets = [sweep_order_from_pins(s, hops) for s in sets]
+            pinned_hard = np.flatnonzero(hard & ~massless)
+            if pinned_hard.size:
+                ring_hops = hops_to_pins(n, self.topology.edges, pinned_hard)
+                e = self.topology.edges
+                self._pin_ring_edges = np.minimum(ring_hops[e[:, 0]], ring_hops[e[:, 1]]) <= 2
         sets = [interleave_independent(s, self.inv_mass) for s in sets]
         self._sets_serial = sets
+        #: hierarchical stretch limiting (:mod:`.multilevel`), None when off
+        self.hierarchy: Hierarchy | None = None
+        if self.options.stretch_limiting:
+            flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
+            source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
+            # the level-0 graph: mesh edges, plus each quad's second diagonal (the shear pairs) when the
+            # faces were polygons, so their one-way fan triangulation does not make the levels lopsided
+            # (fan quads 64 x 64: P95 2.36 -> 1.21 %; on alternating triangles the diagonals cost:
+            # 0.95 -> 1.25 % at 64, 1.02 -> 1.95 % at 128; docs/design/stiff_fabric.md)
+            shear_set = next((c for c in sets if c.name == "shear"), None)
+            graph = self.topology.edges.astype(np.int64)
+            graph_length = self.edge_rest_length
+            diagonals = self.options.stretch_limit_graph_diagonals
+            if diagonals == "auto":  # polygons came in: fan-triangulated, every quad's diagonal one way
+                diagonals = not (isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3) and any(
+                    len(f) > 3 for f in faces
+                )
+            if shear_set is not None and shear_set.count and diagonals:
+                graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
+                graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
+            self.hierarchy = build_hierarchy(
+                source,
+                graph,
+                graph_length,
+                self.mass,
+                self.inv_mass,
+                self._link_limits(rest, uv),
+                flat,
+                max_levels=self.options.stretch_limit_levels,
+            )
+        self._ml_snapshot = np.zeros_like(rest)
+        self.stretch_limit_active = 0
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
         #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
@@ -155,6 +268,50 @@ class Cloth:
         self._dx = np.zeros_like(rest)
         self._hits = np.zeros(n)
         self._no_extra = np.zeros((0, 3))
+        if aerodynamics is not None:
+            aerodynamics.validate()
+        #: force fields and aerodynamics (:mod:`.forces`, :mod:`.aerodynamics`): one call a substep when on
+        self.external_forces = ExternalForces(
+            self.topology.triangles, self.mass, self.inv_mass, force_fields, aerodynamics or Aerodynamics()
+        )
+        #: pressure / volume per closed island (:mod:`.volume`); None while pressure is off
+        self.volume: VolumeConstraints | None = None
+        if pressure is not None:
+            self.set_pressure(pressure)
+        #: seams (:mod:`.sewing`), None without sewing; ``time_s``: simulated seconds, the seams' clock
+        self.sewing = SewingConstraints(rest, self.topology, self.material, sewing) if sewing is not None else None
+        self.time_s = 0.0
+        self.shrink = Shrink()
+        if shrink is not None:
+            self.set_shrink(shrink)
+        #: set by a :class:`~.collisions.world.CollisionWorld` that steps this cloth with others
+        self.in_world = False
+        #: cloth-contact + body-contact passes per iteration (a world raises it for stacked layers)
+        self.contact_rounds = 1
+
+    def _link_limits(self, rest, uv):
+        """The stretch limit of each coarse link of :mod:`.multilevel`, by its grain.
+
+        ``Material.stretch_limit`` is the warp's; weft and bias links stop at the same tension,
+        so their limits scale with their compliance (cotton: warp 0.2 %, weft 0.25 %, bias
+        1.25 %), which keeps the fabric's anisotropy. Without shear constraints the cloth is
+        meant to shear freely: bias links then only connect the levels, with no constraint.
+        Links count as warp or weft within :data:`LINK_GRAIN_TOLERANCE_DEG` of the thread only:
+        a link a few cells long at 18 deg (3 cells by 1) stretches when the cloth shears.
+        """
+        m = self.material
+        per_grain = np.empty(3)
+        per_grain[WARP] = m.stretch_limit
+        per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
+        per_grain[BIAS] = (
+            m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp if self.options.shear else np.inf
+        )
+        vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
+
+        def limits(pairs):
+            return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs, LINK_GRAIN_TOLERANCE_DEG)]
+
+        return limits
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -222,15 +379,26 @@ class Cloth:
         """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
-        if (self.settings.solve_mode != "colored" or not self.fused_frames or not FUSED_SUPPORTED
-                or self.contact_handler is not None or self.acceleration_hook is not None
-                or self.proposal_hook is not None or self._observers):
+        if (
+            self.settings.solve_mode != "colored"
+            or not self.fused_frames
+            or not FUSED_SUPPORTED
+            or self.hierarchy is not None
+            or self.contact_handler is not None
+            or self.acceleration_hook is not None
+            or self.proposal_hook is not None
+            or self._observers
+            or self.external_forces.active
+            or self.volume is not None
+            or self.sewing is not None
+        ):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
         if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
-            self._fused = FusedSchedule(sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index,
-                                        *key[:2])
+            self._fused = FusedSchedule(
+                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2]
+            )
         return self._fused
 
     def _vertex_blocks(self):
@@ -280,6 +448,79 @@ class Cloth:
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
 
+    @property
+    def force_fields(self) -> list:
+        """The :class:`~.forces.ForceField` list acting on the cloth; assign a new list each frame
+        to follow animated fields (the operators rebuild it from the evaluated scene)."""
+        return self.external_forces.fields
+
+    @force_fields.setter
+    def force_fields(self, fields) -> None:
+        self.external_forces.set_fields(fields)
+
+    @property
+    def aerodynamics(self) -> Aerodynamics:
+        return self.external_forces.aerodynamics
+
+    @aerodynamics.setter
+    def aerodynamics(self, value: Aerodynamics) -> None:
+        value.validate()
+        self.external_forces.aerodynamics = value
+
+    def set_pressure(self, pressure: Pressure) -> None:
+        """Turn pressure on, change it (animatable: call between frames) or off (an inactive Pressure).
+        Raises ClothInputError for a mesh with an open or inconsistently oriented island."""
+        if not pressure.active:
+            pressure.validate(self.x.shape[0])
+            self.volume = None
+        elif self.volume is None:
+            self.volume = VolumeConstraints(self.rest_positions, self.topology.triangles, pressure)
+        else:
+            self.volume.set_pressure(pressure)
+
+    def feature_settings(self) -> dict:
+        """Force fields, aerodynamics, shrink, pressure and sewing as plain data (for the sidecar)."""
+        from dataclasses import asdict
+
+        def plain(obj, drop=()):
+            return {k: v for k, v in asdict(obj).items() if k not in drop}
+
+        out = {
+            "force_fields": [plain(f) for f in self.force_fields],
+            "aerodynamics": plain(self.aerodynamics),
+            "shrink": plain(self.shrink, ("weights",)) | {"group": self.shrink.weights is not None},
+        }
+        if self.volume is not None:
+            out["pressure"] = plain(self.volume.pressure, ("weights",)) | {
+                "group": self.volume.pressure.weights is not None,
+                "islands": self.volume.count,
+                "rest_volumes_m3": self.volume.rest_volumes.tolist(),
+            }
+        if self.sewing is not None:
+            out["sewing"] = plain(self.sewing.sewing, ("pairs",)) | {
+                "pairs": self.sewing.count,
+                "seam_hinges": int(self.sewing.hinges.shape[0]),
+            }
+        return out
+
+    def set_shrink(self, shrink: Shrink) -> None:
+        """Scale every distance constraint's rest length by Blender's shrink factor (:mod:`.shrink`),
+        from the unshrunk lengths; call between frames to animate it. Cheap: one pass over the sets."""
+        shrink.validate(self.x.shape[0])
+        self.shrink = shrink
+        n = self.x.shape[0]
+        colored = self._colored[1] if self._colored is not None else []
+        for c in list(self._sets_serial) + list(colored):
+            if c.kind != "distance" or c.count == 0:
+                continue
+            base = c.params["rest_length_unshrunk"]
+            c.params["rest_length"][:] = base if shrink.is_identity else base * shrink.pair_scale(c.vertices, n)
+            c._coefficients = None  # distance_rows hold the rest length
+        if self._fused is not None:
+            self._fused._rows_h = float("nan")
+        base = self._edge_rest_unshrunk
+        self.edge_rest_length[:] = base if shrink.is_identity else base * shrink.pair_scale(self.topology.edges, n)
+
     # -- observers and corrections (solver/hooks.py) -------------------------------------------
     @property
     def observers(self) -> tuple[StepObserver, ...]:
@@ -296,8 +537,7 @@ class Cloth:
         self._observers.remove(observer)
 
     def _frame_state(self, frame_dt: float, replay: bool = False) -> FrameState:
-        return FrameState(self.frame, frame_dt, read_only(self.x), read_only(self.v), read_only(self.inv_mass),
-                          replay)
+        return FrameState(self.frame, frame_dt, read_only(self.x), read_only(self.v), read_only(self.inv_mass), replay)
 
     def _substep_acceleration(self, sub: int, n_sub: int, h: float, check_phases: bool) -> np.ndarray | None:
         """The learned accelerations of one substep: the hook's plus every observer's, or None."""
@@ -317,15 +557,18 @@ class Cloth:
                     continue
                 a = np.ascontiguousarray(a, dtype=np.float64)
                 if a.shape != self.x.shape:
-                    raise ClothInputError(f"observer {type(observer).__name__} returned an acceleration of shape "
-                                          f"{a.shape}, expected {self.x.shape}")
+                    raise ClothInputError(
+                        f"observer {type(observer).__name__} returned an acceleration of shape "
+                        f"{a.shape}, expected {self.x.shape}"
+                    )
                 total = a if total is None else total + a
         if check_phases and total is not None and not np.isfinite(total).all():
             raise _PhaseFailure(f"the acceleration hook returned non-finite values in substep {sub + 1}")
         return total
 
-    def apply_correction(self, dx, dv, frame_dt: float | None = None, *, iterations: int = 2,
-                         omega: float = 1.0) -> CorrectionResult:
+    def apply_correction(
+        self, dx, dv, frame_dt: float | None = None, *, iterations: int = 2, omega: float = 1.0
+    ) -> CorrectionResult:
         """Apply a change proposed for the current (frame-end) state and project it (solver/correction.py).
 
         ``dx`` (N,3) metres and ``dv`` (N,3) m/s are added to the free vertices; then ``iterations``
@@ -382,7 +625,8 @@ class Cloth:
         else:
             raise ClothInputError(
                 f"pin targets must have shape ({n}, 3) (all vertices) or ({self.pinned_vertices.size}, 3) "
-                f"(the pinned vertices, in order), got {t.shape}")
+                f"(the pinned vertices, in order), got {t.shape}"
+            )
         check_finite("pin targets", full[self.kinematic_index])
         check_finite("pin targets", full[self.soft_pin_index])
         return full[self.kinematic_index].copy(), full[self.soft_pin_index].copy()
@@ -407,6 +651,17 @@ class Cloth:
         return diag
 
     def _step_locked(self, pin_targets, frame_dt):
+        state = self._begin_step(pin_targets, frame_dt)
+        for _ in self._frame_phases(state.frame_dt, state.kinematic_end, state.soft_end, state.timings, False):
+            pass  # a lone cloth has nothing to do at the sync points (see CollisionWorld)
+        failure = self._frame_failure(state)
+        if failure is not None:
+            self.x[:], self.v[:] = state.snapshot
+            raise SimulationError(failure)
+        return self._commit_step(state)
+
+    def _begin_step(self, pin_targets, frame_dt) -> _StepState:
+        """Validate the frame's inputs and snapshot the state (the first part of :meth:`step`)."""
         self.settings.validate()
         frame_dt = 1.0 / self.settings.fps if frame_dt is None else float(frame_dt)
         if not (np.isfinite(frame_dt) and frame_dt > 0):
@@ -419,37 +674,44 @@ class Cloth:
                 raise ClothInputError(
                     f"pin target of vertex {int(self.kinematic_index[worst])} jumps {travel[worst]:.3g} m in one frame "
                     f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
-                    "rig call set_positions() instead of stepping")
+                    "rig call set_positions() instead of stepping"
+                )
         if self.settings.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
-        snapshot = (self.x.copy(), self.v.copy())
-        timings = {}
-        t_frame = time.perf_counter()
-        self._run_frame(frame_dt, kinematic_end, soft_end, timings, check_phases=False)
+        return _StepState(frame_dt, kinematic_end, soft_end, (self.x.copy(), self.v.copy()), {}, time.perf_counter())
+
+    def _frame_failure(self, state: _StepState) -> str | None:
+        """Why the frame just run must be rolled back (a non-finite or too fast vertex, an edge
+        torn past ``max_strain``), or None; keeps the strain for :meth:`_commit_step`."""
         bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
         if bad >= 0:
-            cause = self._diagnose(snapshot, frame_dt, kinematic_end, soft_end, bad)
-            self.x[:], self.v[:] = snapshot
-            raise SimulationError(f"frame {self.frame + 1}: {cause}; the frame was rolled back")
+            cause = self._diagnose(state.snapshot, state.frame_dt, state.kinematic_end, state.soft_end, bad)
+            return f"frame {self.frame + 1}: {cause}; the frame was rolled back"
         strain = self.edge_strain()
         worst_edge = int(np.argmax(strain))
         if strain[worst_edge] > self.settings.max_strain:
-            self.x[:], self.v[:] = snapshot
             a, b = self.topology.edges[worst_edge]
-            raise SimulationError(
+            return (
                 f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
-                f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; raise "
-                f"substeps (now {self.settings.substeps}); the frame was rolled back")
-        self._target_prev = kinematic_end
-        self._soft_prev = soft_end
+                f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; "
+                f"raise substeps (now {self.settings.substeps}); the frame was rolled back"
+            )
+        state.strain = strain
+        return None
+
+    def _commit_step(self, state: _StepState) -> FrameDiagnostics:
+        """Accept the frame: new pin targets, the contact handler's end of frame, diagnostics."""
+        self._target_prev = state.kinematic_end
+        self._soft_prev = state.soft_end
         if self.contact_handler is not None:
             self.contact_handler.end_frame()
         self.frame += 1
-        timings["total"] = time.perf_counter() - t_frame
+        self.time_s += state.frame_dt
+        state.timings["total"] = time.perf_counter() - state.t_frame
         t0 = time.perf_counter()
-        diag = self._diagnostics(frame_dt / self.settings.substeps, strain)
-        timings["diagnostics"] = time.perf_counter() - t0
-        diag.timings_ms = {k: 1e3 * v for k, v in timings.items()}
+        diag = self._diagnostics(state.frame_dt / self.settings.substeps, state.strain)
+        state.timings["diagnostics"] = time.perf_counter() - t0
+        diag.timings_ms = {k: 1e3 * v for k, v in state.timings.items()}
         self.history.append(diag)
         return diag
 
@@ -457,21 +719,30 @@ class Cloth:
         """Replay the failed frame with a check after every phase to name the first bad one."""
         self.x[:], self.v[:] = snapshot
         try:
-            self._run_frame(frame_dt, kinematic_end, soft_end, {}, check_phases=True)
+            for _ in self._frame_phases(frame_dt, kinematic_end, soft_end, {}, True):
+                pass
         except _PhaseFailure as failure:
             return str(failure)
         speed = float(np.linalg.norm(snapshot[1][bad_vertex])) if np.isfinite(snapshot[1][bad_vertex]).all() else 0.0
-        return (f"vertex {bad_vertex} became non-finite or exceeded {self.settings.max_speed_m_s} m/s "
-                f"(speed at frame start {speed:.3g} m/s)")
+        return (
+            f"vertex {bad_vertex} became non-finite or exceeded {self.settings.max_speed_m_s} m/s "
+            f"(speed at frame start {speed:.3g} m/s)"
+        )
 
     def _check(self, phase: str, substep: int, h: float) -> None:
         bad = kn.first_bad_vertex(self.x, (self.x - self._x_substep_start) / h, self.settings.max_speed_m_s)
         if bad >= 0:
             raise _PhaseFailure(
                 f"{phase} produced a non-finite or exploding position at vertex {bad} in substep {substep + 1} "
-                f"(limit {self.settings.max_speed_m_s} m/s)")
+                f"(limit {self.settings.max_speed_m_s} m/s)"
+            )
 
-    def _run_frame(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+    def _frame_phases(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+        """Run one frame; a generator that yields at the sync points a :class:`CollisionWorld`
+        needs to step several cloths in lockstep: ``"predicted"`` after each substep's prediction
+        (and the handler's narrow phase), ``"contacts"`` after each iteration's elastic sets, before
+        the handler's body contacts (``contact_rounds`` times), ``"substep_end"`` after the
+        velocity update. Stepped to the end alone, it is the frame of :meth:`step`."""
         s = self.settings
         n_sub = s.substeps
         h = frame_dt / n_sub
@@ -494,11 +765,13 @@ class Cloth:
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
             tick("contacts_broad_phase", t0)
         soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
-        fused = None if check_phases else self._fused_schedule()
+        fused = None if check_phases or self.in_world else self._fused_schedule()
         if fused is not None:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
+        volume, sewing = self.volume, self.sewing
+        volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
             extra = self._no_extra
@@ -507,16 +780,39 @@ class Cloth:
                 a = self._substep_acceleration(sub, n_sub, h, check_phases)
                 extra = extra if a is None else a
                 tick("learned", t0)
+            if self.external_forces.active:
+                t0 = clock()
+                forces = self.external_forces.accelerations(
+                    self.x, self.v, wind, self.material.air_drag_per_s, sub, n_sub, s.force_updates_per_frame, h
+                )
+                extra = forces if extra.shape[0] == 0 else extra + forces
+                tick("forces", t0)
+                if check_phases and not np.isfinite(extra).all():
+                    raise _PhaseFailure(f"the force fields or aerodynamics gave non-finite forces in substep {sub + 1}")
             t0 = clock()
-            predict_args = (self.x, self.v, self.inv_mass, gravity, extra, self.material.air_drag_per_s, wind,
-                            self.kinematic_index, self._target_prev, kinematic_end, t_end, h, self._x_substep_start)
+            predict_args = (
+                self.x,
+                self.v,
+                self.inv_mass,
+                gravity,
+                extra,
+                self.material.air_drag_per_s,
+                wind,
+                self.kinematic_index,
+                self._target_prev,
+                kinematic_end,
+                t_end,
+                h,
+                self._x_substep_start,
+            )
             if blocks is None:
                 kn.predict_positions(*predict_args)
             else:
                 kn.predict_positions_blocks(*predict_args, *blocks)
             if soft_set is not None:
-                kn.interpolate_targets(self._soft_prev, soft_end, soft_set.params["slot"], t_end,
-                                       soft_set.params["target"])
+                kn.interpolate_targets(
+                    self._soft_prev, soft_end, soft_set.params["slot"], t_end, soft_set.params["target"]
+                )
             tick("predict", t0)
             if check_phases:
                 self._check("prediction", sub, h)
@@ -530,25 +826,49 @@ class Cloth:
                 tick("learned", t0)
                 if check_phases:
                     self._check("the proposal hook", sub, h)
+            if sewing is not None:
+                sewing.begin_substep(self.x, self.time_s + t_end * frame_dt)
             x_proposal = self.x.copy() if observers else None
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
+            yield "predicted"
             for iteration in range(s.iterations):
+                if self.hierarchy is not None:
+                    t0 = clock()
+                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy)
+                    tick("stretch_limit", t0)
+                    if check_phases:
+                        self._check("the stretch limit", sub, h)
                 for c in sets:
                     t0 = clock()
-                    self._project(c, h, reset_lambda=iteration == 0,
-                                  keep_lambda=iteration < s.iterations - 1 or sub == n_sub - 1)
+                    self._project(
+                        c, h, reset_lambda=iteration == 0, keep_lambda=iteration < s.iterations - 1 or sub == n_sub - 1
+                    )
                     tick(c.name, t0)
                     if check_phases:
                         self._check(f"the {c.name} constraints", sub, h)
-                if handler is not None:
+                if sewing is not None:
                     t0 = clock()
-                    handler.project(self.x, self._x_substep_start, self.inv_mass, h)
-                    tick("contacts_solve", t0)
+                    sewing.project(self.x, self._x_substep_start, self.inv_mass, h, iteration == 0)
+                    tick("sewing", t0)
                     if check_phases:
-                        self._check("the contact handler", sub, h)
+                        self._check("the sewing constraints", sub, h)
+                if volume is not None:
+                    t0 = clock()
+                    volume.project(self.x, self.inv_mass, h, iteration == 0, volume_params)
+                    tick("pressure", t0)
+                    if check_phases:
+                        self._check("the pressure (volume) constraints", sub, h)
+                for _ in range(self.contact_rounds):
+                    yield "contacts"
+                    if handler is not None:
+                        t0 = clock()
+                        handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+                        tick("contacts_solve", t0)
+                        if check_phases:
+                            self._check("the contact handler", sub, h)
             t0 = clock()
             if blocks is None:
                 kn.update_velocities(self.x, self._x_substep_start, h, self.v)
@@ -561,11 +881,21 @@ class Cloth:
                 tick("contacts_solve", t0)
             if observers:
                 t0 = clock()
-                state = SubstepState(sub, n_sub, h, t_start, read_only(self.x), read_only(self.v),
-                                     read_only(self._x_substep_start), read_only(x_proposal), check_phases)
+                state = SubstepState(
+                    sub,
+                    n_sub,
+                    h,
+                    t_start,
+                    read_only(self.x),
+                    read_only(self.v),
+                    read_only(self._x_substep_start),
+                    read_only(x_proposal),
+                    check_phases,
+                )
                 for observer in observers:
                     observer.end_substep(state)
                 tick("learned", t0)
+            yield "substep_end"
 
     def _project(self, c: ConstraintSet, h: float, reset_lambda: bool, keep_lambda: bool = True) -> None:
         """One pass over one constraint set in the current solve mode.
@@ -613,8 +943,9 @@ class Cloth:
             res = np.zeros(c.count)
             p = c.params
             if c.kind == "distance":
-                distance_errors(self.x, c.vertices, p["rest_length"], p["compliance"], c.unilateral, h, c.lam, c_abs,
-                                res)
+                distance_errors(
+                    self.x, c.vertices, p["rest_length"], p["compliance"], c.unilateral, h, c.lam, c_abs, res
+                )
             elif c.kind == "dihedral":
                 dihedral_errors(self.x, c.vertices, p["rest_angle"], p["compliance"], h, c.lam, c_abs, res)
             elif c.kind == "isometric":
@@ -636,6 +967,13 @@ class Cloth:
             diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
         diag.strain_max = float(strain.max())
         diag.strain_p95 = p95(strain)
+        ring = self._pin_ring_edges
+        if ring.any():
+            diag.strain_max_pin_rings = float(strain[ring].max())
+        if not ring.all():
+            diag.strain_max_outside_pin_rings = float(strain[~ring].max())
+            diag.strain_p95_outside_pin_rings = p95(strain[~ring])
+        diag.stretch_limit_active = int(self.stretch_limit_active)
         free = self.inv_mass > 0
         m = self.mass[free]
         diag.kinetic_energy_j = float(0.5 * np.sum(m * np.sum(self.v[free] ** 2, axis=1)))
@@ -651,3 +989,16 @@ class Cloth:
 
 class _PhaseFailure(Exception):
     pass
+
+
+@dataclass
+class _StepState:
+    """One frame in progress: its inputs, the snapshot a failure rolls back to, the timings."""
+
+    frame_dt: float
+    kinematic_end: np.ndarray
+    soft_end: np.ndarray
+    snapshot: tuple
+    timings: dict
+    t_frame: float
+    strain: np.ndarray | None = None

@@ -9,6 +9,7 @@ uses it inside short windows so neighbouring projections overlap in the CPU);
 :func:`block_schedule` colours blocks of the mesh for the parallel mode (one block per thread,
 each swept in serial order, then the constraints that cross a cut).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -133,8 +134,9 @@ def partition_vertices(rest: np.ndarray, writable: np.ndarray, n_parts: int, edg
     return part
 
 
-def block_schedule(vertices: np.ndarray, part: np.ndarray, inv_mass: np.ndarray,
-                   n_parts: int) -> tuple[np.ndarray, np.ndarray]:
+def block_schedule(
+    vertices: np.ndarray, part: np.ndarray, inv_mass: np.ndarray, n_parts: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(order, block_offsets)`` for block-parallel Gauss-Seidel.
 
     A constraint whose writable vertices all lie in part p joins block p; blocks share no

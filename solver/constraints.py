@@ -4,6 +4,7 @@ Builds the flat arrays each ``solve_<constraint>`` kernel consumes: stretch (war
 grain direction), shear, the three bending models, tethers and soft pins. Compliance units:
 stretch, shear, cross-edge bending and tethers m/N; dihedral and isometric bending 1/(N m).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class ConstraintSet:
     #: Parallel schedule (``coloring.block_schedule``): segment b < len - 2 is block b, the last
     #: segment the constraints that cross a cut; [0, m] is one serial segment.
     block_offsets: np.ndarray | None = None
-    _coefficients: "StepCoefficients | None" = field(default=None, repr=False, compare=False)
+    _coefficients: StepCoefficients | None = field(default=None, repr=False, compare=False)
     _coefficients_h: float = field(default=float("nan"), repr=False, compare=False)
 
     def __post_init__(self):
@@ -51,7 +52,7 @@ class ConstraintSet:
     def count(self) -> int:
         return int(self.vertices.shape[0])
 
-    def coefficients(self, h: float, inv_mass: np.ndarray) -> "StepCoefficients":
+    def coefficients(self, h: float, inv_mass: np.ndarray) -> StepCoefficients:
         """This set's :class:`StepCoefficients` for substeps of ``h`` s, kept until h changes.
 
         ``inv_mass`` is fixed for the life of a cloth, so h is the only key.
@@ -61,7 +62,7 @@ class ConstraintSet:
             self._coefficients_h = h
         return self._coefficients
 
-    def permuted(self, order: np.ndarray, block_offsets: np.ndarray) -> "ConstraintSet":
+    def permuted(self, order: np.ndarray, block_offsets: np.ndarray) -> ConstraintSet:
         """The same constraints in another order (for the parallel schedule)."""
         return ConstraintSet(
             name=self.name,
@@ -91,8 +92,9 @@ class StepCoefficients:
     distance_rows: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
 
 
-def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: float,
-                      damping: bool = True) -> StepCoefficients:
+def step_coefficients(
+    constraint_set: ConstraintSet, inv_mass: np.ndarray, h: float, damping: bool = True
+) -> StepCoefficients:
     """The :class:`StepCoefficients` of a set; ``damping=False`` drops the constraint damping."""
     c, p = constraint_set, constraint_set.params
     alpha_tilde = np.ascontiguousarray(p["compliance"] / (h * h), dtype=np.float64)
@@ -112,8 +114,9 @@ def step_coefficients(constraint_set: ConstraintSet, inv_mass: np.ndarray, h: fl
     inv_denominator = inverse_denominators(np.ascontiguousarray(k_sum, dtype=np.float64), alpha_tilde, gamma)
     rows = np.empty((0, 4))
     if c.kind == "distance":
-        rows = np.ascontiguousarray(np.column_stack([p["rest_length"], alpha_tilde, gamma, inv_denominator]),
-                                    dtype=np.float64)
+        rows = np.ascontiguousarray(
+            np.column_stack([p["rest_length"], alpha_tilde, gamma, inv_denominator]), dtype=np.float64
+        )
     return StepCoefficients(alpha_tilde, gamma, inv_denominator, rows)
 
 
@@ -135,13 +138,19 @@ def _corner_uv_per_edge(topology: MeshTopology, uv: np.ndarray, edges: np.ndarra
     return d[order[pos]]
 
 
-def classify_grain(rest: np.ndarray, topology: MeshTopology, edges: np.ndarray, uv: np.ndarray | None) -> np.ndarray:
+def classify_grain(
+    rest: np.ndarray,
+    topology: MeshTopology,
+    edges: np.ndarray,
+    uv: np.ndarray | None,
+    tolerance_deg: float = GRAIN_TOLERANCE_DEG,
+) -> np.ndarray:
     """Warp / weft / bias class of each edge (or any vertex pair) from its direction.
 
     With UVs: weft runs along u, warp along v (the grain line of the pattern piece). Without:
     the object's X axis projected into the local surface plane is the weft direction.
     """
-    tol = np.deg2rad(GRAIN_TOLERANCE_DEG)
+    tol = np.deg2rad(tolerance_deg)
     if uv is not None:
         d = _corner_uv_per_edge(topology, uv, edges)
         du, dv = np.abs(d[:, 0]), np.abs(d[:, 1])
@@ -194,8 +203,9 @@ def weight_scale(weight_map: np.ndarray | None, vertices: np.ndarray) -> np.ndar
     return 1.0 / np.maximum(w, MIN_STIFFNESS_WEIGHT)
 
 
-def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps,
-                  uv_scale_m: float = 1.0) -> tuple[ConstraintSet, np.ndarray]:
+def build_stretch(
+    rest, topology, uv, uv_pattern_m, material, weight_maps, uv_scale_m: float = 1.0
+) -> tuple[ConstraintSet, np.ndarray]:
     """Every mesh edge, with the compliance of its grain class scaled by painted weights.
 
     Pattern rest lengths with per-corner UVs use each edge's own corner UVs, so edges along a
@@ -203,13 +213,16 @@ def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps,
     """
     edges = topology.edges
     grain = classify_grain(rest, topology, edges, uv)
-    per_class = np.array([material.stretch_compliance_warp, material.stretch_compliance_weft,
-                          material.stretch_compliance_bias], dtype=np.float64)
+    per_class = np.array(
+        [material.stretch_compliance_warp, material.stretch_compliance_weft, material.stretch_compliance_bias],
+        dtype=np.float64,
+    )
     compliance = per_class[grain].copy()
     for cls, name in enumerate(GRAIN_NAMES):
         sel = grain == cls
         compliance[sel] *= weight_scale(weight_maps.get(name), edges[sel]) * weight_scale(
-            weight_maps.get("stretch"), edges[sel])
+            weight_maps.get("stretch"), edges[sel]
+        )
     if uv_pattern_m is not None and uv.ndim == 3:
         rest_length = np.linalg.norm(_corner_uv_per_edge(topology, uv, edges), axis=1) * uv_scale_m
     else:
@@ -219,13 +232,17 @@ def build_stretch(rest, topology, uv, uv_pattern_m, material, weight_maps,
         first = int(np.flatnonzero(collapsed)[0])
         raise ClothInputError(
             f"{int(collapsed.sum())} edges have zero pattern (UV) length (first: vertices {edges[first].tolist()}); "
-            "unwrap the mesh without overlapping or collapsed UVs, or use mesh rest lengths")
+            "unwrap the mesh without overlapping or collapsed UVs, or use mesh rest lengths"
+        )
     stretch = ConstraintSet(
         name="stretch",
         kind="distance",
         vertices=np.ascontiguousarray(edges, dtype=np.int32),
-        params=dict(rest_length=rest_length, compliance=compliance,
-                    damping_s=np.full(edges.shape[0], material.stretch_damping_s)),
+        params=dict(
+            rest_length=rest_length,
+            compliance=compliance,
+            damping_s=np.full(edges.shape[0], material.stretch_damping_s),
+        ),
     )
     return stretch, grain
 
@@ -247,8 +264,11 @@ def build_shear(rest, topology, uv, uv_pattern_m, material, weight_maps, grain) 
         name="shear",
         kind="distance",
         vertices=np.ascontiguousarray(candidates.reshape(-1, 2)),
-        params=dict(rest_length=pair_rest_length(rest, candidates, uv_pattern_m), compliance=compliance,
-                    damping_s=np.full(candidates.shape[0], material.stretch_damping_s)),
+        params=dict(
+            rest_length=pair_rest_length(rest, candidates, uv_pattern_m),
+            compliance=compliance,
+            damping_s=np.full(candidates.shape[0], material.stretch_damping_s),
+        ),
     )
 
 
@@ -337,21 +357,38 @@ def build_bending(rest, topology, uv_pattern_m, material, weight_maps, model: st
             folded = np.abs(rest_angle[np.isfinite(rest_angle)])
             model = "isometric" if folded.size == 0 or folded.max() <= AUTO_FLAT_REST_ANGLE_RAD else "dihedral"
     if model == "dihedral":
-        return ConstraintSet("bend", "dihedral", verts,
-                             dict(rest_angle=rest_angle, rest_cos=np.cos(rest_angle), rest_sin=np.sin(rest_angle),
-                                  compliance=hinge_compliance, damping_s=damping))
+        return ConstraintSet(
+            "bend",
+            "dihedral",
+            verts,
+            dict(
+                rest_angle=rest_angle,
+                rest_cos=np.cos(rest_angle),
+                rest_sin=np.sin(rest_angle),
+                compliance=hinge_compliance,
+                damping_s=damping,
+            ),
+        )
     if model == "isometric":
         verts = np.ascontiguousarray(np.concatenate([topology.hinge_edges, topology.hinge_opposite], 1), np.int32)
-        stencil = isometric_stencil(rest, verts) if uv_pattern_m is None else isometric_stencil(
-            _flat(uv_pattern_m), verts)
-        return ConstraintSet("bend", "isometric", verts,
-                             dict(stencil=stencil, compliance=material.bend_compliance * scale, damping_s=damping))
+        stencil = (
+            isometric_stencil(rest, verts) if uv_pattern_m is None else isometric_stencil(_flat(uv_pattern_m), verts)
+        )
+        return ConstraintSet(
+            "bend",
+            "isometric",
+            verts,
+            dict(stencil=stencil, compliance=material.bend_compliance * scale, damping_s=damping),
+        )
     if model == "cross_edge":
         verts = np.ascontiguousarray(np.sort(topology.hinge_opposite, axis=1), np.int32)
         rest_length = pair_rest_length(rest, verts, uv_pattern_m)
-        return ConstraintSet("bend", "distance", verts,
-                             dict(rest_length=rest_length, compliance=hinge_compliance * rest_length**2,
-                                  damping_s=damping))
+        return ConstraintSet(
+            "bend",
+            "distance",
+            verts,
+            dict(rest_length=rest_length, compliance=hinge_compliance * rest_length**2, damping_s=damping),
+        )
     raise ClothInputError(f"bending model must be 'cross_edge', 'dihedral', 'isometric' or 'auto', got {model!r}")
 
 
@@ -359,16 +396,21 @@ def _flat(uv_pattern_m: np.ndarray) -> np.ndarray:
     return np.concatenate([uv_pattern_m, np.zeros((uv_pattern_m.shape[0], 1))], axis=1)
 
 
-def build_tethers(rest, topology, inv_mass, hard_pins, *, geodesic: bool, count: int, scale: float,
-                  compliance: float, uv_pattern_m) -> ConstraintSet:
+def build_tethers(
+    rest, topology, inv_mass, hard_pins, *, geodesic: bool, count: int, scale: float, compliance: float, uv_pattern_m
+) -> ConstraintSet:
     """Long range attachments (Kim, Chentanez, Mueller 2012): each free vertex to its nearest pin(s).
 
     C = |x_i - x_pin| - scale * L <= 0, unilateral (cloth may bunch towards the pin, never
     stretch beyond). L is the straight or geodesic (shortest path over edges) rest distance.
     """
-    empty = ConstraintSet("tether", "distance", np.zeros((0, 2), np.int32),
-                          dict(rest_length=np.zeros(0), compliance=np.zeros(0), damping_s=np.zeros(0)),
-                          unilateral=True)
+    empty = ConstraintSet(
+        "tether",
+        "distance",
+        np.zeros((0, 2), np.int32),
+        dict(rest_length=np.zeros(0), compliance=np.zeros(0), damping_s=np.zeros(0)),
+        unilateral=True,
+    )
     free = np.flatnonzero(inv_mass > 0)
     if hard_pins.size == 0 or free.size == 0:
         return empty
@@ -384,10 +426,17 @@ def build_tethers(rest, topology, inv_mass, hard_pins, *, geodesic: bool, count:
     ok = np.isfinite(dist) & (src >= 0)
     rows = np.repeat(free, k).reshape(-1, k)
     pairs = np.stack([rows[ok], src[ok]], axis=1).astype(np.int32)
-    return ConstraintSet("tether", "distance", np.ascontiguousarray(pairs),
-                         dict(rest_length=scale * dist[ok], compliance=np.full(pairs.shape[0], compliance),
-                              damping_s=np.zeros(pairs.shape[0])),
-                         unilateral=True)
+    return ConstraintSet(
+        "tether",
+        "distance",
+        np.ascontiguousarray(pairs),
+        dict(
+            rest_length=scale * dist[ok],
+            compliance=np.full(pairs.shape[0], compliance),
+            damping_s=np.zeros(pairs.shape[0]),
+        ),
+        unilateral=True,
+    )
 
 
 def build_soft_pins(soft_index: np.ndarray, soft_weight: np.ndarray, soft_pin_compliance: float) -> ConstraintSet:
@@ -396,8 +445,9 @@ def build_soft_pins(soft_index: np.ndarray, soft_weight: np.ndarray, soft_pin_co
     p -> 1 approaches a hard pin, p -> 0 a free vertex; targets are interpolated per substep.
     """
     compliance = soft_pin_compliance * (1.0 - soft_weight) / soft_weight
-    return ConstraintSet("soft_pin", "soft_pin", np.ascontiguousarray(soft_index, dtype=np.int32),
-                         dict(compliance=compliance))
+    return ConstraintSet(
+        "soft_pin", "soft_pin", np.ascontiguousarray(soft_index, dtype=np.int32), dict(compliance=compliance)
+    )
 
 
 def sweep_order_from_pins(constraint_set: ConstraintSet, hops_to_pin: np.ndarray) -> ConstraintSet:
@@ -421,8 +471,9 @@ def sweep_order_from_pins(constraint_set: ConstraintSet, hops_to_pin: np.ndarray
 SWEEP_WINDOW = 64
 
 
-def interleave_independent(constraint_set: ConstraintSet, inv_mass: np.ndarray,
-                           window: int = SWEEP_WINDOW) -> ConstraintSet:
+def interleave_independent(
+    constraint_set: ConstraintSet, inv_mass: np.ndarray, window: int = SWEEP_WINDOW
+) -> ConstraintSet:
     """Reorder each run of ``window`` consecutive constraints by graph colour, keeping the sweep.
 
     In pin-outward (or mesh) order neighbouring constraints share a vertex, so every projection
@@ -438,8 +489,7 @@ def interleave_independent(constraint_set: ConstraintSet, inv_mass: np.ndarray,
     color = np.empty(constraint_set.count, dtype=np.int64)
     color[order] = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     key = (np.arange(constraint_set.count) // window) * (offsets.size + 1) + color
-    return constraint_set.permuted(np.argsort(key, kind="stable"),
-                                   np.array([0, constraint_set.count], dtype=np.int64))
+    return constraint_set.permuted(np.argsort(key, kind="stable"), np.array([0, constraint_set.count], dtype=np.int64))
 
 
 def hops_to_pins(n_vertices: int, edges: np.ndarray, kinematic: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ The stretch pass is ``kernels.solve_distance_jacobi`` + ``kernels.apply_jacobi``
 multipliers from 0 and no damping, at the substep length h = frame_dt / substeps; the training code
 (models/training/projection.py) reproduces exactly this projection.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,9 +22,15 @@ from .constraints import ConstraintSet, step_coefficients
 from .hooks import ContactHandler
 
 
-def project_stretch_and_contacts(x: np.ndarray, inv_mass: np.ndarray, stretch: ConstraintSet,
-                                 contact_handler: ContactHandler | None, h: float, iterations: int,
-                                 omega: float) -> None:
+def project_stretch_and_contacts(
+    x: np.ndarray,
+    inv_mass: np.ndarray,
+    stretch: ConstraintSet,
+    contact_handler: ContactHandler | None,
+    h: float,
+    iterations: int,
+    omega: float,
+) -> None:
     """Project ``x`` (N,3, in place) ``iterations`` times onto the stretch constraints (Jacobi,
     over-relaxation ``omega``) and the contact handler's current contacts; ``x``'s value on entry is
     the reference the contacts measure travel from."""
@@ -31,15 +38,27 @@ def project_stretch_and_contacts(x: np.ndarray, inv_mass: np.ndarray, stretch: C
     dx, hits = np.zeros_like(x), np.zeros(x.shape[0])
     k = step_coefficients(stretch, inv_mass, h, damping=False)
     for iteration in range(int(iterations)):
-        kn.solve_distance_jacobi(x, x0, inv_mass, stretch.vertices, k.distance_rows, stretch.unilateral,
-                                 iteration == 0, True, stretch.lam, dx, hits)
+        kn.solve_distance_jacobi(
+            x,
+            x0,
+            inv_mass,
+            stretch.vertices,
+            k.distance_rows,
+            stretch.unilateral,
+            iteration == 0,
+            True,
+            stretch.lam,
+            dx,
+            hits,
+        )
         kn.apply_jacobi(x, dx, hits, float(omega))
         if contact_handler is not None:
             contact_handler.project(x, x0, inv_mass, h)
 
 
-def corrected_state(x: np.ndarray, v: np.ndarray, inv_mass: np.ndarray, dx: np.ndarray, dv: np.ndarray,
-                    frame_dt: float, project) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def corrected_state(
+    x: np.ndarray, v: np.ndarray, inv_mass: np.ndarray, dx: np.ndarray, dv: np.ndarray, frame_dt: float, project
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(proposal, x_new, v_new) of the formulas above; ``project(x)`` projects in place. Nothing is
     written to ``x`` or ``v``."""
     kinematic = ~(inv_mass > 0)

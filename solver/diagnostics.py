@@ -5,6 +5,7 @@ The residual, not C, says whether the solve converged: a compliant edge carrying
 be stretched, by exactly alpha * force. Kernels fill flat arrays in one pass; percentiles use
 ``np.partition`` (linear time), so diagnostics stay on in production.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,9 @@ def soft_pin_errors(x, vertex, target, compliance, h, lam, c_abs, residual_abs):
 @njit(cache=True)
 def dihedral_errors(x, vertices, rest_angle, compliance, h, lam, c_abs, residual_abs):
     for k in range(vertices.shape[0]):
-        theta, ok, _, _, _, _ = dihedral_angle_and_gradient(x, vertices[k, 0], vertices[k, 1], vertices[k, 2],
-                                                            vertices[k, 3])
+        theta, ok, _, _, _, _ = dihedral_angle_and_gradient(
+            x, vertices[k, 0], vertices[k, 1], vertices[k, 2], vertices[k, 3]
+        )
         C = wrap_angle(theta - rest_angle[k]) if ok else 0.0
         c_abs[k] = abs(C)
         residual_abs[k] = abs(C + compliance[k] / (h * h) * lam[k])
@@ -59,9 +61,8 @@ def isometric_errors(x, vertices, stencil, compliance, h, lam, c_abs, residual_a
             c0 += s * x[j, 0]
             c1 += s * x[j, 1]
             c2 += s * x[j, 2]
-        c_abs[k] = sqrt(c0 ** 2 + c1 ** 2 + c2 ** 2)
-        residual_abs[k] = sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2
-                               + (c2 + at * lam[k, 2]) ** 2)
+        c_abs[k] = sqrt(c0**2 + c1**2 + c2**2)
+        residual_abs[k] = sqrt((c0 + at * lam[k, 0]) ** 2 + (c1 + at * lam[k, 1]) ** 2 + (c2 + at * lam[k, 2]) ** 2)
 
 
 @njit(cache=True)
@@ -93,14 +94,19 @@ class ConstraintStats:
     lambda_max: float
 
     @classmethod
-    def from_arrays(cls, c_abs: np.ndarray, residual: np.ndarray, lam: np.ndarray) -> "ConstraintStats":
+    def from_arrays(cls, c_abs: np.ndarray, residual: np.ndarray, lam: np.ndarray) -> ConstraintStats:
         if c_abs.size == 0:
             return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         return cls(
             count=int(c_abs.size),
-            c_mean=float(c_abs.mean()), c_p95=p95(c_abs), c_max=float(c_abs.max()),
-            residual_mean=float(residual.mean()), residual_p95=p95(residual), residual_max=float(residual.max()),
-            lambda_min=float(lam.min()), lambda_max=float(lam.max()),
+            c_mean=float(c_abs.mean()),
+            c_p95=p95(c_abs),
+            c_max=float(c_abs.max()),
+            residual_mean=float(residual.mean()),
+            residual_p95=p95(residual),
+            residual_max=float(residual.max()),
+            lambda_min=float(lam.min()),
+            lambda_max=float(lam.max()),
         )
 
 
@@ -112,6 +118,13 @@ class FrameDiagnostics:
     constraints: dict[str, ConstraintStats] = field(default_factory=dict)
     strain_max: float = 0.0
     strain_p95: float = 0.0
+    #: Largest strain of the edges within two edges of a hard pin (a point pin's strain is singular
+    #: on any mesh: the load of a whole sheet goes through a few edges), and of all the others.
+    strain_max_pin_rings: float = 0.0
+    strain_max_outside_pin_rings: float = 0.0
+    strain_p95_outside_pin_rings: float = 0.0
+    #: Coarse spans the hierarchical stretch limit (:mod:`.multilevel`) projected in the frame's last pass.
+    stretch_limit_active: int = 0
     kinetic_energy_j: float = 0.0
     gravitational_energy_j: float = 0.0
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -19,6 +19,7 @@ the phases), on x86-64 (the phase timings read the time-stamp counter); everythi
 the per-phase path in :meth:`Cloth._run_frame`. The measurements behind this design are in
 docs/design/solver.md ("The coloured mode on two threads").
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,15 @@ import numpy as np
 from numba import njit, prange
 
 from . import kernels as kn
-from ._team import (atomic_add, atomic_read, call_void, compare_exchange, cycle_counter, spin_pause,
-                    yield_function_address)
+from ._team import (
+    atomic_add,
+    atomic_read,
+    call_void,
+    compare_exchange,
+    cycle_counter,
+    spin_pause,
+    yield_function_address,
+)
 from .kernels import _JIT, _JIT_PARALLEL
 
 PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
@@ -65,8 +73,11 @@ class FusedSchedule:
         starts = np.cumsum([0] + [c.count for c in distance])
         self._distance = distance
         self._distance_start = {id(c): int(s) for c, s in zip(distance, starts)}
-        self.d_vertices = (np.ascontiguousarray(np.concatenate([c.vertices for c in distance]), dtype=np.int32)
-                           if distance else np.zeros((0, 2), np.int32))
+        self.d_vertices = (
+            np.ascontiguousarray(np.concatenate([c.vertices for c in distance]), dtype=np.int32)
+            if distance
+            else np.zeros((0, 2), np.int32)
+        )
         self.d_lam = np.zeros(int(starts[-1]))
         self._rows_h = math.nan
         self._rows = np.zeros((0, 4))
@@ -96,8 +107,7 @@ class FusedSchedule:
                         add_step(phase, step_items, sub, iteration)
             add_step(len(sets) + 1, velocity, sub, 0)
         table = np.array(items, dtype=np.int64).reshape(-1, 4)
-        self.item_kind, self.item_a, self.item_b, self.item_flag = (np.ascontiguousarray(table[:, k])
-                                                                    for k in range(4))
+        self.item_kind, self.item_a, self.item_b, self.item_flag = (np.ascontiguousarray(table[:, k]) for k in range(4))
         self.item_owner = np.array(item_owner, dtype=np.int64)
         self.item_sub = np.array(item_sub, dtype=np.int64)
         self.item_iter = np.array(item_iter, dtype=np.int64)
@@ -133,7 +143,7 @@ class FusedSchedule:
         """Copy the frame's distance multipliers back to their sets (the diagnostics read them)."""
         for c in self._distance:
             a = self._distance_start[id(c)]
-            c.lam[:] = self.d_lam[a:a + c.count]
+            c.lam[:] = self.d_lam[a : a + c.count]
 
     def phase_seconds(self, start_tick, wall_s):
         """Seconds per phase name: each step lasts from the end of the step before (the region's
@@ -202,17 +212,40 @@ def _wait_for(counters, finished, yield_address):
 
 
 @njit(**_JIT)
-def _predict_block(first, stop, block, t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, no_extra, wind,
-                   vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end, soft_start,
-                   soft_end, soft_slot, soft_target):
+def _predict_block(
+    first,
+    stop,
+    block,
+    t_end,
+    decay,
+    h,
+    x,
+    v,
+    inv_mass,
+    x_substep_start,
+    gravity,
+    no_extra,
+    wind,
+    vertex_order,
+    kinematic_index,
+    kin_order,
+    kin_offsets,
+    kinematic_start,
+    kinematic_end,
+    soft_start,
+    soft_end,
+    soft_slot,
+    soft_target,
+):
     """Block ``block``'s prediction, then its kinematic vertices at ``t_end`` (block 0 also
     interpolates the soft-pin targets): ``kernels.predict_positions_blocks`` for one block.
 
     Nothing in an item may allocate an initialised array (``no_extra`` comes from outside): the
     parallel pipeline turns ``np.zeros`` into a parallel loop of its own, which inside the region
     cost 60-120 us an item (32 x 32: half of every substep)."""
-    kn.predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, no_extra, False, decay, wind, h,
-                            x_substep_start)
+    kn.predict_vertex_range(
+        first, stop, vertex_order, x, v, inv_mass, gravity, no_extra, False, decay, wind, h, x_substep_start
+    )
     for q in range(kin_offsets[block], kin_offsets[block + 1]):
         k = kin_order[q]
         i = kinematic_index[k]
@@ -223,15 +256,59 @@ def _predict_block(first, stop, block, t_end, decay, h, x, v, inv_mass, x_subste
 
 
 @njit(**_JIT_PARALLEL)
-def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, item_a, item_b, item_flag, item_sub,
-                  item_iter, item_wait, item_end, n_sub, iterations, h, x, v, inv_mass, x_substep_start, gravity,
-                  air_drag_per_s, wind,
-                  vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start, kinematic_end,
-                  soft_start, soft_end, soft_slot, soft_target,
-                  d_vertices, d_rows, d_lam,
-                  dh_vertices, dh_rest_cos, dh_rest_sin, dh_alpha_tilde, dh_gamma, dh_lam,
-                  iso_vertices, iso_stencil, iso_alpha_tilde, iso_gamma, iso_inv_denominator, iso_lam,
-                  sp_vertex, sp_alpha_tilde, sp_inv_denominator, sp_lam):
+def colored_frame(
+    n_threads,
+    yield_address,
+    counters,
+    item_owner,
+    item_kind,
+    item_a,
+    item_b,
+    item_flag,
+    item_sub,
+    item_iter,
+    item_wait,
+    item_end,
+    n_sub,
+    iterations,
+    h,
+    x,
+    v,
+    inv_mass,
+    x_substep_start,
+    gravity,
+    air_drag_per_s,
+    wind,
+    vertex_order,
+    kinematic_index,
+    kin_order,
+    kin_offsets,
+    kinematic_start,
+    kinematic_end,
+    soft_start,
+    soft_end,
+    soft_slot,
+    soft_target,
+    d_vertices,
+    d_rows,
+    d_lam,
+    dh_vertices,
+    dh_rest_cos,
+    dh_rest_sin,
+    dh_alpha_tilde,
+    dh_gamma,
+    dh_lam,
+    iso_vertices,
+    iso_stencil,
+    iso_alpha_tilde,
+    iso_gamma,
+    iso_inv_denominator,
+    iso_lam,
+    sp_vertex,
+    sp_alpha_tilde,
+    sp_inv_denominator,
+    sp_lam,
+):
     """Every substep of one frame: the work items in order, each after all items of the steps
     before it (see the module docstring). Per item the same kernel bodies as the coloured drivers
     (``kernels.solve_*``, ``_predict_vertex``), so the same arithmetic. Returns the time-stamp
@@ -253,21 +330,91 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
             reset_lambda = item_iter[g] == 0
             keep_lambda = item_iter[g] < iterations - 1 or sub == n_sub - 1
             if kind == PREDICT:
-                _predict_block(a, b, item_flag[g], t_end, decay, h, x, v, inv_mass, x_substep_start, gravity, no_extra,
-                               wind, vertex_order, kinematic_index, kin_order, kin_offsets, kinematic_start,
-                               kinematic_end, soft_start, soft_end, soft_slot, soft_target)
+                _predict_block(
+                    a,
+                    b,
+                    item_flag[g],
+                    t_end,
+                    decay,
+                    h,
+                    x,
+                    v,
+                    inv_mass,
+                    x_substep_start,
+                    gravity,
+                    no_extra,
+                    wind,
+                    vertex_order,
+                    kinematic_index,
+                    kin_order,
+                    kin_offsets,
+                    kinematic_start,
+                    kinematic_end,
+                    soft_start,
+                    soft_end,
+                    soft_slot,
+                    soft_target,
+                )
             elif kind == DISTANCE:
-                kn.sweep_distance(a, b, x, x_substep_start, inv_mass, d_vertices, d_rows, item_flag[g] == 1,
-                                  reset_lambda, keep_lambda, d_lam)
+                kn.sweep_distance(
+                    a,
+                    b,
+                    x,
+                    x_substep_start,
+                    inv_mass,
+                    d_vertices,
+                    d_rows,
+                    item_flag[g] == 1,
+                    reset_lambda,
+                    keep_lambda,
+                    d_lam,
+                )
             elif kind == DIHEDRAL:
-                kn.sweep_bend_dihedral(a, b, x, x_substep_start, inv_mass, dh_vertices, dh_rest_cos, dh_rest_sin,
-                                       dh_alpha_tilde, dh_gamma, reset_lambda, keep_lambda, dh_lam)
+                kn.sweep_bend_dihedral(
+                    a,
+                    b,
+                    x,
+                    x_substep_start,
+                    inv_mass,
+                    dh_vertices,
+                    dh_rest_cos,
+                    dh_rest_sin,
+                    dh_alpha_tilde,
+                    dh_gamma,
+                    reset_lambda,
+                    keep_lambda,
+                    dh_lam,
+                )
             elif kind == ISOMETRIC:
-                kn.sweep_bend_isometric(a, b, x, x_substep_start, inv_mass, iso_vertices, iso_stencil, iso_alpha_tilde,
-                                        iso_gamma, iso_inv_denominator, reset_lambda, keep_lambda, iso_lam)
+                kn.sweep_bend_isometric(
+                    a,
+                    b,
+                    x,
+                    x_substep_start,
+                    inv_mass,
+                    iso_vertices,
+                    iso_stencil,
+                    iso_alpha_tilde,
+                    iso_gamma,
+                    iso_inv_denominator,
+                    reset_lambda,
+                    keep_lambda,
+                    iso_lam,
+                )
             elif kind == SOFT_PIN:
-                kn.sweep_soft_pin(a, b, x, inv_mass, sp_vertex, soft_target, sp_alpha_tilde, sp_inv_denominator,
-                                  reset_lambda, keep_lambda, sp_lam)
+                kn.sweep_soft_pin(
+                    a,
+                    b,
+                    x,
+                    inv_mass,
+                    sp_vertex,
+                    soft_target,
+                    sp_alpha_tilde,
+                    sp_inv_denominator,
+                    reset_lambda,
+                    keep_lambda,
+                    sp_lam,
+                )
             else:
                 kn.velocity_range(a, b, vertex_order, x, x_substep_start, h, v)
             item_end[g] = cycle_counter()
@@ -275,8 +422,9 @@ def colored_frame(n_threads, yield_address, counters, item_owner, item_kind, ite
     return start
 
 
-def run_colored_frame(cloth, schedule: FusedSchedule, h, gravity, wind, kinematic_end, soft_end, timings,
-                      n_threads: int | None = None) -> None:
+def run_colored_frame(
+    cloth, schedule: FusedSchedule, h, gravity, wind, kinematic_end, soft_end, timings, n_threads: int | None = None
+) -> None:
     """One frame of ``cloth`` through :func:`colored_frame`; adds the phase times to ``timings``.
     ``n_threads``: the team size asked for (default: Numba's thread count)."""
     w = cloth.inv_mass
@@ -300,12 +448,43 @@ def run_colored_frame(cloth, schedule: FusedSchedule, h, gravity, wind, kinemati
     s = schedule
     n_sub, iterations, _ = s.key
     t0 = time.perf_counter()
-    start = colored_frame(n_threads or numba.get_num_threads(), _YIELD_ADDRESS, s.counters, s.item_owner, s.item_kind,
-                          s.item_a, s.item_b, s.item_flag, s.item_sub, s.item_iter, s.item_wait, s.item_end, n_sub,
-                          iterations, h, cloth.x, cloth.v,
-                          w, cloth._x_substep_start, gravity, cloth.material.air_drag_per_s, wind, s.vertex_order,
-                          cloth.kinematic_index, s.kin_order, s.kin_offsets, cloth._target_prev, kinematic_end,
-                          *soft_args, s.d_vertices, s.rows(h, w), s.d_lam, *dh_args, *iso_args, *sp_args)
+    start = colored_frame(
+        n_threads or numba.get_num_threads(),
+        _YIELD_ADDRESS,
+        s.counters,
+        s.item_owner,
+        s.item_kind,
+        s.item_a,
+        s.item_b,
+        s.item_flag,
+        s.item_sub,
+        s.item_iter,
+        s.item_wait,
+        s.item_end,
+        n_sub,
+        iterations,
+        h,
+        cloth.x,
+        cloth.v,
+        w,
+        cloth._x_substep_start,
+        gravity,
+        cloth.material.air_drag_per_s,
+        wind,
+        s.vertex_order,
+        cloth.kinematic_index,
+        s.kin_order,
+        s.kin_offsets,
+        cloth._target_prev,
+        kinematic_end,
+        *soft_args,
+        s.d_vertices,
+        s.rows(h, w),
+        s.d_lam,
+        *dh_args,
+        *iso_args,
+        *sp_args,
+    )
     wall = time.perf_counter() - t0
     s.store_multipliers()
     for name, seconds in s.phase_seconds(start, wall).items():

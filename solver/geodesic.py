@@ -5,6 +5,7 @@ vertex up to ``k`` times, once per distinct source, which yields the ``k`` neare
 vertex in one pass (Kim et al. 2012 use the geodesic distance as the tether rest length; UE's
 Chaos Cloth offers the same choice, "slower to initialise, fewer artefacts").
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -25,6 +25,7 @@ which adds it to the free vertices, projects it (stretch, contacts) and can be t
 ``Cloth.revert_correction``. The two single-slot hooks (``acceleration_hook``, ``proposal_hook``)
 remain for scripts; an observer never replaces them.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol
@@ -43,8 +44,9 @@ class ContactHandler:
     def begin_frame(self, x: np.ndarray, v: np.ndarray, inv_mass: np.ndarray, frame_dt: float) -> None:
         pass
 
-    def begin_substep(self, x_substep_start: np.ndarray, x_predicted: np.ndarray, t_start: float, t_end: float,
-                      h: float) -> None:
+    def begin_substep(
+        self, x_substep_start: np.ndarray, x_predicted: np.ndarray, t_start: float, t_end: float, h: float
+    ) -> None:
         pass
 
     def project(self, x: np.ndarray, x_substep_start: np.ndarray, inv_mass: np.ndarray, h: float) -> None:
@@ -71,8 +73,9 @@ class AccelerationHook(Protocol):
 class ProposalHook(Protocol):
     """Returns (n,3) proposed positions replacing the inertial prediction of free vertices, or None."""
 
-    def __call__(self, x_substep_start: np.ndarray, x_predicted: np.ndarray, v: np.ndarray,
-                 h: float) -> np.ndarray | None: ...
+    def __call__(
+        self, x_substep_start: np.ndarray, x_predicted: np.ndarray, v: np.ndarray, h: float
+    ) -> np.ndarray | None: ...
 
 
 def read_only(a: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ Every write is atomic: data goes to a temporary file in the destination folder, 
 fsynced, then ``os.replace``-d over the destination. If anything fails on the way the temporary
 file is removed and an existing cache at the destination is left byte-identical.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -133,8 +134,10 @@ def _frame_array(positions, num_points: int | None, what: str) -> np.ndarray:
     bad = ~np.isfinite(x)
     if bad.any():
         first = int(np.argwhere(bad)[0][0])
-        raise CacheError(f"{what} contains {int(bad.sum())} non-finite values (first at point {first}); "
-                         "refusing to write a cache Blender would show as garbage")
+        raise CacheError(
+            f"{what} contains {int(bad.sum())} non-finite values (first at point {first}); "
+            "refusing to write a cache Blender would show as garbage"
+        )
     if np.abs(x).max() > _FLOAT32_MAX:
         raise CacheError(f"{what} holds values beyond the float32 range")
     return np.ascontiguousarray(x, dtype="<f4")
@@ -173,8 +176,9 @@ class PC2Writer:
         self._handle, self._tmp = _open_temp(self.path)
         self._open = True
         try:
-            self._handle.write(PC2_HEADER.pack(PC2_SIGNATURE, PC2_VERSION, self.num_points, self.start_frame,
-                                               self.sample_rate, 0))
+            self._handle.write(
+                PC2_HEADER.pack(PC2_SIGNATURE, PC2_VERSION, self.num_points, self.start_frame, self.sample_rate, 0)
+            )
         except BaseException:
             self.abort()
             raise
@@ -213,7 +217,7 @@ class PC2Writer:
             self._open = False
             _discard(self._handle, self._tmp)
 
-    def __enter__(self) -> "PC2Writer":
+    def __enter__(self) -> PC2Writer:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -270,8 +274,10 @@ def read_pc2(path) -> tuple[np.ndarray, PC2Header]:
     expected = PC2_HEADER_SIZE + 12 * header.num_points * header.num_samples
     size = os.path.getsize(path)
     if size != expected:
-        raise CacheError(f"{path}: {size} bytes, but the header promises {expected} "
-                         f"({header.num_samples} samples x {header.num_points} points)")
+        raise CacheError(
+            f"{path}: {size} bytes, but the header promises {expected} "
+            f"({header.num_samples} samples x {header.num_points} points)"
+        )
     data = np.fromfile(path, dtype="<f4", offset=PC2_HEADER_SIZE)
     return data.reshape(header.num_samples, header.num_points, 3), header
 
@@ -314,8 +320,12 @@ def write_sidecar(path, settings: dict, frames=(), extra: dict | None = None) ->
     infinity (a diagnostic of a degenerate frame, say) is written as ``null`` and counted in the
     top-level ``non_finite_values``, so a log entry never costs the bake it describes.
     """
-    doc = {"format": "selvedge-bake", "version": 1, "settings": settings,
-           "frames": [f.to_dict() if hasattr(f, "to_dict") else f for f in frames]}
+    doc = {
+        "format": "selvedge-bake",
+        "version": 1,
+        "settings": settings,
+        "frames": [f.to_dict() if hasattr(f, "to_dict") else f for f in frames],
+    }
     if extra:
         doc.update(extra)
     # Round trip through the permissive encoder to reach plain Python types, then make it strict.
@@ -336,5 +346,5 @@ def write_sidecar(path, settings: dict, frames=(), extra: dict | None = None) ->
 
 
 def read_sidecar(path) -> dict:
-    with open(path, "r", encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         return json.load(f)

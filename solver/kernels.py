@@ -28,6 +28,7 @@ substep starts from 0 and the diagnostics read the frame's last), so they are no
 reset pass does not read them either: one stream less per projection (256 x 256 at 20 x 1,
 serial, interleaved A/B: 35.6-38.1 -> 38.5-42.9 M projections/s).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ _JIT_PARALLEL = dict(_JIT, parallel=True)
 #: Numba's parallel pipeline too: measured 4x more projections/s on the same body (its array
 #: analysis hoists index arithmetic out of the loop). No loop is parallelised, so Numba warns.
 _JIT_SERIAL = _JIT_PARALLEL
-warnings.filterwarnings("ignore", message="(?s).*no transformation for parallel execution was possible",
-                        category=NumbaPerformanceWarning)
+warnings.filterwarnings(
+    "ignore", message="(?s).*no transformation for parallel execution was possible", category=NumbaPerformanceWarning
+)
 
 #: Below this (1 + gamma) K + alpha~ a constraint has no usable direction and is skipped.
 DEGENERATE_DENOMINATOR = 1e-20
@@ -99,8 +101,22 @@ def clamp_unilateral(lam, dlam, sign):
 # Distance: stretch (warp/weft/bias), shear, cross-edge bending and tethers (unilateral).
 # ----------------------------------------------------------------------------------------------
 @njit(inline="always", **_JIT)
-def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam,
-                   x_write, hit_count, count_hits, skip_static_j=False):
+def solve_distance(
+    k,
+    x_read,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    rows,
+    unilateral,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    x_write,
+    hit_count,
+    count_hits,
+    skip_static_j=False,
+):
     """C = |x_i - x_j| - L (Mueller 2006; XPBD); grad_i C = n, grad_j C = -n, so K = w_i + w_j.
 
     ``unilateral`` (tethers, Kim 2012 long range attachments): only C > 0 is corrected and the
@@ -134,9 +150,11 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilate
     g = rows[k, 2]
     rel = 0.0
     if g > 0.0:
-        rel = inv_length * (dx * ((x_read[i, 0] - x_substep_start[i, 0]) - (x_read[j, 0] - x_substep_start[j, 0]))
-                            + dy * ((x_read[i, 1] - x_substep_start[i, 1]) - (x_read[j, 1] - x_substep_start[j, 1]))
-                            + dz * ((x_read[i, 2] - x_substep_start[i, 2]) - (x_read[j, 2] - x_substep_start[j, 2])))
+        rel = inv_length * (
+            dx * ((x_read[i, 0] - x_substep_start[i, 0]) - (x_read[j, 0] - x_substep_start[j, 0]))
+            + dy * ((x_read[i, 1] - x_substep_start[i, 1]) - (x_read[j, 1] - x_substep_start[j, 1]))
+            + dz * ((x_read[i, 2] - x_substep_start[i, 2]) - (x_read[j, 2] - x_substep_start[j, 2]))
+        )
     dlam = xpbd_delta_lambda(C, rows[k, 1], g, rel, lam_k, s_den)
     if unilateral:
         dlam = clamp_unilateral(lam_k, dlam, -1.0)
@@ -158,13 +176,15 @@ def solve_distance(k, x_read, x_substep_start, inv_mass, vertices, rows, unilate
 
 @njit(**_JIT_SERIAL)
 def solve_distance_serial(x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam):
-    sweep_distance(0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda,
-                   keep_lambda, lam)
+    sweep_distance(
+        0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam
+    )
 
 
 @njit(**_JIT_SERIAL)
-def sweep_distance(first, stop, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda,
-                   lam):
+def sweep_distance(
+    first, stop, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam
+):
     """Gauss-Seidel over constraints ``first .. stop - 1``: one block of the coloured schedule.
 
     Like every ``sweep_*`` here it loops over views of its range from index 0: from a run-time
@@ -174,39 +194,117 @@ def sweep_distance(first, stop, x, x_substep_start, inv_mass, vertices, rows, un
     vertices, rows, lam = vertices[first:stop], rows[first:stop], lam[first:stop]
     if unilateral:  # tethers (constants in each loop: the other branch folds away)
         for k in range(stop - first):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, True, reset_lambda, keep_lambda, lam, x,
-                           dummy, False, True)
+            solve_distance(
+                k,
+                x,
+                x_substep_start,
+                inv_mass,
+                vertices,
+                rows,
+                True,
+                reset_lambda,
+                keep_lambda,
+                lam,
+                x,
+                dummy,
+                False,
+                True,
+            )
     else:
         for k in range(stop - first):
-            solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, False, reset_lambda, keep_lambda, lam, x,
-                           dummy, False, False)
+            solve_distance(
+                k,
+                x,
+                x_substep_start,
+                inv_mass,
+                vertices,
+                rows,
+                False,
+                reset_lambda,
+                keep_lambda,
+                lam,
+                x,
+                dummy,
+                False,
+                False,
+            )
 
 
 @njit(**_JIT_PARALLEL)
-def solve_distance_colored(x, x_substep_start, inv_mass, vertices, rows, unilateral, block_offsets, reset_lambda,
-                           keep_lambda, lam):
+def solve_distance_colored(
+    x, x_substep_start, inv_mass, vertices, rows, unilateral, block_offsets, reset_lambda, keep_lambda, lam
+):
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        sweep_distance(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, rows,
-                       unilateral, reset_lambda, keep_lambda, lam)
-    sweep_distance(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices, rows,
-                   unilateral, reset_lambda, keep_lambda, lam)
+        sweep_distance(
+            block_offsets[b],
+            block_offsets[b + 1],
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            rows,
+            unilateral,
+            reset_lambda,
+            keep_lambda,
+            lam,
+        )
+    sweep_distance(
+        block_offsets[n_blocks],
+        block_offsets[n_blocks + 1],
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices,
+        rows,
+        unilateral,
+        reset_lambda,
+        keep_lambda,
+        lam,
+    )
 
 
 @njit(**_JIT_SERIAL)
-def solve_distance_jacobi(x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam,
-                          dx, hit_count):
+def solve_distance_jacobi(
+    x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam, dx, hit_count
+):
     for k in range(vertices.shape[0]):
-        solve_distance(k, x, x_substep_start, inv_mass, vertices, rows, unilateral, reset_lambda, keep_lambda, lam,
-                       dx, hit_count, True)
+        solve_distance(
+            k,
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            rows,
+            unilateral,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            dx,
+            hit_count,
+            True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Soft pins: goal constraints C = |x_i - target_i| pulling a partially pinned vertex home.
 # ----------------------------------------------------------------------------------------------
 @njit(inline="always", **_JIT)
-def solve_soft_pin(k, x_read, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                   x_write, hit_count, count_hits):
+def solve_soft_pin(
+    k,
+    x_read,
+    inv_mass,
+    vertex,
+    target,
+    alpha_tilde,
+    inv_denominator,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    x_write,
+    hit_count,
+    count_hits,
+):
     """C = |x_i - g_i| (goal / attachment constraint); grad C = (x_i - g_i) / |x_i - g_i|, K = w_i."""
     if reset_lambda and keep_lambda:
         lam[k] = 0.0
@@ -232,36 +330,78 @@ def solve_soft_pin(k, x_read, inv_mass, vertex, target, alpha_tilde, inv_denomin
 
 @njit(**_JIT_SERIAL)
 def solve_soft_pin_serial(x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam):
-    sweep_soft_pin(0, vertex.shape[0], x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda,
-                   keep_lambda, lam)
+    sweep_soft_pin(
+        0, vertex.shape[0], x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam
+    )
 
 
 @njit(**_JIT_SERIAL)
-def sweep_soft_pin(first, stop, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda,
-                   lam):
+def sweep_soft_pin(
+    first, stop, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam
+):
     """Goals ``first .. stop - 1`` (see :func:`sweep_distance`)."""
     dummy = np.empty(0)
     vertex, target, alpha_tilde = vertex[first:stop], target[first:stop], alpha_tilde[first:stop]
     inv_denominator, lam = inv_denominator[first:stop], lam[first:stop]
     for k in range(stop - first):
-        solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                       x, dummy, False)
+        solve_soft_pin(
+            k,
+            x,
+            inv_mass,
+            vertex,
+            target,
+            alpha_tilde,
+            inv_denominator,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            x,
+            dummy,
+            False,
+        )
 
 
 @njit(**_JIT_PARALLEL)
 def solve_soft_pin_colored(x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam):
     dummy = np.empty(0)
     for k in prange(vertex.shape[0]):  # one goal per vertex: no two share a vertex
-        solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                       x, dummy, False)
+        solve_soft_pin(
+            k,
+            x,
+            inv_mass,
+            vertex,
+            target,
+            alpha_tilde,
+            inv_denominator,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            x,
+            dummy,
+            False,
+        )
 
 
 @njit(**_JIT_SERIAL)
-def solve_soft_pin_jacobi(x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                          dx, hit_count):
+def solve_soft_pin_jacobi(
+    x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam, dx, hit_count
+):
     for k in range(vertex.shape[0]):
-        solve_soft_pin(k, x, inv_mass, vertex, target, alpha_tilde, inv_denominator, reset_lambda, keep_lambda, lam,
-                       dx, hit_count, True)
+        solve_soft_pin(
+            k,
+            x,
+            inv_mass,
+            vertex,
+            target,
+            alpha_tilde,
+            inv_denominator,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            dx,
+            hit_count,
+            True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,8 +499,11 @@ def wrap_angle(angle):
 @njit(inline="always", **_JIT)
 def _moved_along(x_read, x_substep_start, v, g):
     """g . (x_v - x_v at the substep start): one vertex's share of grad C . (x - x_n)."""
-    return (g[0] * (x_read[v, 0] - x_substep_start[v, 0]) + g[1] * (x_read[v, 1] - x_substep_start[v, 1])
-            + g[2] * (x_read[v, 2] - x_substep_start[v, 2]))
+    return (
+        g[0] * (x_read[v, 0] - x_substep_start[v, 0])
+        + g[1] * (x_read[v, 1] - x_substep_start[v, 1])
+        + g[2] * (x_read[v, 2] - x_substep_start[v, 2])
+    )
 
 
 @njit(inline="always", **_JIT)
@@ -376,8 +519,23 @@ def _norm_sq(g):
 
 
 @njit(inline="always", **_JIT)
-def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                        reset_lambda, keep_lambda, lam, x_write, hit_count, count_hits):
+def solve_bend_dihedral(
+    k,
+    x_read,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    rest_cos,
+    rest_sin,
+    alpha_tilde,
+    gamma,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    x_write,
+    hit_count,
+    count_hits,
+):
     """C = theta - theta_0 (wrapped), theta the signed dihedral angle (PBD 2006 sec. 4.2, atan2 form).
 
     ``vertices[k] = (wing 1, wing 2, hinge a, hinge b)``; the rest angle theta_0 enters as its
@@ -395,8 +553,12 @@ def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_cos
     g = gamma[k]
     rel = 0.0
     if g > 0.0:
-        rel = (_moved_along(x_read, x_substep_start, v1, g1) + _moved_along(x_read, x_substep_start, v2, g2)
-               + _moved_along(x_read, x_substep_start, v3, g3) + _moved_along(x_read, x_substep_start, v4, g4))
+        rel = (
+            _moved_along(x_read, x_substep_start, v1, g1)
+            + _moved_along(x_read, x_substep_start, v2, g2)
+            + _moved_along(x_read, x_substep_start, v3, g3)
+            + _moved_along(x_read, x_substep_start, v4, g4)
+        )
     at = alpha_tilde[k]
     lam_k = 0.0 if reset_lambda else lam[k]
     dlam = xpbd_delta_lambda(C, at, g, rel, lam_k, inverse_denominator(weighted, at, g))
@@ -414,49 +576,172 @@ def solve_bend_dihedral(k, x_read, x_substep_start, inv_mass, vertices, rest_cos
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_dihedral_serial(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                               reset_lambda, keep_lambda, lam):
-    sweep_bend_dihedral(0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde,
-                        gamma, reset_lambda, keep_lambda, lam)
+def solve_bend_dihedral_serial(
+    x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma, reset_lambda, keep_lambda, lam
+):
+    sweep_bend_dihedral(
+        0,
+        vertices.shape[0],
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices,
+        rest_cos,
+        rest_sin,
+        alpha_tilde,
+        gamma,
+        reset_lambda,
+        keep_lambda,
+        lam,
+    )
 
 
 @njit(**_JIT_SERIAL)
-def sweep_bend_dihedral(first, stop, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                        reset_lambda, keep_lambda, lam):
+def sweep_bend_dihedral(
+    first,
+    stop,
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    rest_cos,
+    rest_sin,
+    alpha_tilde,
+    gamma,
+    reset_lambda,
+    keep_lambda,
+    lam,
+):
     """Hinges ``first .. stop - 1`` (see :func:`sweep_distance`)."""
     dummy = np.empty(0)
     vertices, rest_cos, rest_sin = vertices[first:stop], rest_cos[first:stop], rest_sin[first:stop]
     alpha_tilde, gamma, lam = alpha_tilde[first:stop], gamma[first:stop], lam[first:stop]
     for k in range(stop - first):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                            reset_lambda, keep_lambda, lam, x, dummy, False)
+        solve_bend_dihedral(
+            k,
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            rest_cos,
+            rest_sin,
+            alpha_tilde,
+            gamma,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            x,
+            dummy,
+            False,
+        )
 
 
 @njit(**_JIT_PARALLEL)
-def solve_bend_dihedral_colored(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                                block_offsets, reset_lambda, keep_lambda, lam):
+def solve_bend_dihedral_colored(
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    rest_cos,
+    rest_sin,
+    alpha_tilde,
+    gamma,
+    block_offsets,
+    reset_lambda,
+    keep_lambda,
+    lam,
+):
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        sweep_bend_dihedral(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, rest_cos,
-                            rest_sin, alpha_tilde, gamma, reset_lambda, keep_lambda, lam)
-    sweep_bend_dihedral(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices,
-                        rest_cos, rest_sin, alpha_tilde, gamma, reset_lambda, keep_lambda, lam)
+        sweep_bend_dihedral(
+            block_offsets[b],
+            block_offsets[b + 1],
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            rest_cos,
+            rest_sin,
+            alpha_tilde,
+            gamma,
+            reset_lambda,
+            keep_lambda,
+            lam,
+        )
+    sweep_bend_dihedral(
+        block_offsets[n_blocks],
+        block_offsets[n_blocks + 1],
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices,
+        rest_cos,
+        rest_sin,
+        alpha_tilde,
+        gamma,
+        reset_lambda,
+        keep_lambda,
+        lam,
+    )
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_dihedral_jacobi(x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                               reset_lambda, keep_lambda, lam, dx, hit_count):
+def solve_bend_dihedral_jacobi(
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    rest_cos,
+    rest_sin,
+    alpha_tilde,
+    gamma,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    dx,
+    hit_count,
+):
     for k in range(vertices.shape[0]):
-        solve_bend_dihedral(k, x, x_substep_start, inv_mass, vertices, rest_cos, rest_sin, alpha_tilde, gamma,
-                            reset_lambda, keep_lambda, lam, dx, hit_count, True)
+        solve_bend_dihedral(
+            k,
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            rest_cos,
+            rest_sin,
+            alpha_tilde,
+            gamma,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            dx,
+            hit_count,
+            True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Isometric (quadratic) bending, Bergou et al. 2006.
 # ----------------------------------------------------------------------------------------------
 @njit(inline="always", **_JIT)
-def solve_bend_isometric(k, x_read, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma, inv_denominator,
-                         reset_lambda, keep_lambda, lam, x_write, hit_count, count_hits):
+def solve_bend_isometric(
+    k,
+    x_read,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    stencil,
+    alpha_tilde,
+    gamma,
+    inv_denominator,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    x_write,
+    hit_count,
+    count_hits,
+):
     """Vector constraint C = sum_i s_i x_i (3 components), s = sqrt(6/(A0+A1)) K (Bergou 2006).
 
     Because Q = s s^T (a rank-one 4x4 matrix precomputed from the rest state), the energy
@@ -511,54 +796,202 @@ def solve_bend_isometric(k, x_read, x_substep_start, inv_mass, vertices, stencil
 
 
 @njit(inline="always", **_JIT)
-def _sweep_bend_isometric(first, stop, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                          inv_denominator, reset_lambda, keep_lambda, lam):
+def _sweep_bend_isometric(
+    first,
+    stop,
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    stencil,
+    alpha_tilde,
+    gamma,
+    inv_denominator,
+    reset_lambda,
+    keep_lambda,
+    lam,
+):
     """Gauss-Seidel over hinges ``first .. stop - 1``, with the multiplier flags constant in each
     loop: read at run time, both of them cost a hinge 35 ns instead of 29 (256 x 256)."""
     dummy = np.empty(0)
     if reset_lambda and not keep_lambda:
         for k in range(first, stop):
-            solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                                 inv_denominator, True, False, lam, x, dummy, False)
+            solve_bend_isometric(
+                k,
+                x,
+                x_substep_start,
+                inv_mass,
+                vertices,
+                stencil,
+                alpha_tilde,
+                gamma,
+                inv_denominator,
+                True,
+                False,
+                lam,
+                x,
+                dummy,
+                False,
+            )
     else:  # stored even when not asked to keep: harmless
         for k in range(first, stop):
-            solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                                 inv_denominator, reset_lambda, True, lam, x, dummy, False)
+            solve_bend_isometric(
+                k,
+                x,
+                x_substep_start,
+                inv_mass,
+                vertices,
+                stencil,
+                alpha_tilde,
+                gamma,
+                inv_denominator,
+                reset_lambda,
+                True,
+                lam,
+                x,
+                dummy,
+                False,
+            )
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_isometric_serial(x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma, inv_denominator,
-                                reset_lambda, keep_lambda, lam):
-    _sweep_bend_isometric(0, vertices.shape[0], x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                          inv_denominator, reset_lambda, keep_lambda, lam)
+def solve_bend_isometric_serial(
+    x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam
+):
+    _sweep_bend_isometric(
+        0,
+        vertices.shape[0],
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices,
+        stencil,
+        alpha_tilde,
+        gamma,
+        inv_denominator,
+        reset_lambda,
+        keep_lambda,
+        lam,
+    )
 
 
 @njit(**_JIT_SERIAL)
-def sweep_bend_isometric(first, stop, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                         inv_denominator, reset_lambda, keep_lambda, lam):
+def sweep_bend_isometric(
+    first,
+    stop,
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    stencil,
+    alpha_tilde,
+    gamma,
+    inv_denominator,
+    reset_lambda,
+    keep_lambda,
+    lam,
+):
     """Hinges ``first .. stop - 1`` (see :func:`sweep_distance`)."""
-    _sweep_bend_isometric(0, stop - first, x, x_substep_start, inv_mass, vertices[first:stop], stencil[first:stop],
-                          alpha_tilde[first:stop], gamma[first:stop], inv_denominator[first:stop], reset_lambda,
-                          keep_lambda, lam[first:stop])
+    _sweep_bend_isometric(
+        0,
+        stop - first,
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices[first:stop],
+        stencil[first:stop],
+        alpha_tilde[first:stop],
+        gamma[first:stop],
+        inv_denominator[first:stop],
+        reset_lambda,
+        keep_lambda,
+        lam[first:stop],
+    )
 
 
 @njit(**_JIT_PARALLEL)
-def solve_bend_isometric_colored(x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma,
-                                 inv_denominator, block_offsets, reset_lambda, keep_lambda, lam):
+def solve_bend_isometric_colored(
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    stencil,
+    alpha_tilde,
+    gamma,
+    inv_denominator,
+    block_offsets,
+    reset_lambda,
+    keep_lambda,
+    lam,
+):
     n_blocks = block_offsets.shape[0] - 2
     for b in prange(n_blocks):
-        sweep_bend_isometric(block_offsets[b], block_offsets[b + 1], x, x_substep_start, inv_mass, vertices, stencil,
-                             alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
-    sweep_bend_isometric(block_offsets[n_blocks], block_offsets[n_blocks + 1], x, x_substep_start, inv_mass, vertices,
-                         stencil, alpha_tilde, gamma, inv_denominator, reset_lambda, keep_lambda, lam)
+        sweep_bend_isometric(
+            block_offsets[b],
+            block_offsets[b + 1],
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            stencil,
+            alpha_tilde,
+            gamma,
+            inv_denominator,
+            reset_lambda,
+            keep_lambda,
+            lam,
+        )
+    sweep_bend_isometric(
+        block_offsets[n_blocks],
+        block_offsets[n_blocks + 1],
+        x,
+        x_substep_start,
+        inv_mass,
+        vertices,
+        stencil,
+        alpha_tilde,
+        gamma,
+        inv_denominator,
+        reset_lambda,
+        keep_lambda,
+        lam,
+    )
 
 
 @njit(**_JIT_SERIAL)
-def solve_bend_isometric_jacobi(x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma, inv_denominator,
-                                reset_lambda, keep_lambda, lam, dx, hit_count):
+def solve_bend_isometric_jacobi(
+    x,
+    x_substep_start,
+    inv_mass,
+    vertices,
+    stencil,
+    alpha_tilde,
+    gamma,
+    inv_denominator,
+    reset_lambda,
+    keep_lambda,
+    lam,
+    dx,
+    hit_count,
+):
     for k in range(vertices.shape[0]):
-        solve_bend_isometric(k, x, x_substep_start, inv_mass, vertices, stencil, alpha_tilde, gamma, inv_denominator,
-                             reset_lambda, keep_lambda, lam, dx, hit_count, True)
+        solve_bend_isometric(
+            k,
+            x,
+            x_substep_start,
+            inv_mass,
+            vertices,
+            stencil,
+            alpha_tilde,
+            gamma,
+            inv_denominator,
+            reset_lambda,
+            keep_lambda,
+            lam,
+            dx,
+            hit_count,
+            True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -589,8 +1022,21 @@ def _place_kinematic(x, kinematic_index, kinematic_start, kinematic_end, t_end):
 
 
 @njit(**_JIT)
-def predict_positions(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_s, wind, kinematic_index,
-                      kinematic_start, kinematic_end, t_end, h, x_substep_start):
+def predict_positions(
+    x,
+    v,
+    inv_mass,
+    gravity,
+    extra_acceleration,
+    air_drag_per_s,
+    wind,
+    kinematic_index,
+    kinematic_start,
+    kinematic_end,
+    t_end,
+    h,
+    x_substep_start,
+):
     """Semi-implicit Euler prediction (000 sec. 1) plus kinematic targets at the substep end.
 
     Air drag decays the velocity relative to the wind exactly, ``exp(-rate h)``, so the
@@ -606,8 +1052,23 @@ def predict_positions(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_
 
 
 @njit(**_JIT_PARALLEL)
-def predict_positions_blocks(x, v, inv_mass, gravity, extra_acceleration, air_drag_per_s, wind, kinematic_index,
-                             kinematic_start, kinematic_end, t_end, h, x_substep_start, vertex_order, vertex_offsets):
+def predict_positions_blocks(
+    x,
+    v,
+    inv_mass,
+    gravity,
+    extra_acceleration,
+    air_drag_per_s,
+    wind,
+    kinematic_index,
+    kinematic_start,
+    kinematic_end,
+    t_end,
+    h,
+    x_substep_start,
+    vertex_order,
+    vertex_offsets,
+):
     """:func:`predict_positions` for the coloured mode: each block's thread predicts the vertices
     of its part (``vertex_order[vertex_offsets[b]:vertex_offsets[b + 1]]``), so they stay in the
     cache of the core that projects their constraints next (the serial prediction on the main
@@ -616,19 +1077,34 @@ def predict_positions_blocks(x, v, inv_mass, gravity, extra_acceleration, air_dr
     decay = math.exp(-air_drag_per_s * h)
     has_extra = extra_acceleration.shape[0] == x.shape[0]
     for b in prange(vertex_offsets.shape[0] - 1):
-        predict_vertex_range(vertex_offsets[b], vertex_offsets[b + 1], vertex_order, x, v, inv_mass, gravity,
-                             extra_acceleration, has_extra, decay, wind, h, x_substep_start)
+        predict_vertex_range(
+            vertex_offsets[b],
+            vertex_offsets[b + 1],
+            vertex_order,
+            x,
+            v,
+            inv_mass,
+            gravity,
+            extra_acceleration,
+            has_extra,
+            decay,
+            wind,
+            h,
+            x_substep_start,
+        )
     _place_kinematic(x, kinematic_index, kinematic_start, kinematic_end, t_end)
 
 
 @njit(**_JIT_SERIAL)
-def predict_vertex_range(first, stop, vertex_order, x, v, inv_mass, gravity, extra_acceleration, has_extra, decay,
-                         wind, h, x_substep_start):
+def predict_vertex_range(
+    first, stop, vertex_order, x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h, x_substep_start
+):
     """The prediction of vertices ``vertex_order[first:stop]`` (one block)."""
     order = vertex_order[first:stop]
     for k in range(stop - first):
-        _predict_vertex(order[k], x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h,
-                        x_substep_start)
+        _predict_vertex(
+            order[k], x, v, inv_mass, gravity, extra_acceleration, has_extra, decay, wind, h, x_substep_start
+        )
 
 
 @njit(**_JIT)

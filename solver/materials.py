@@ -9,6 +9,7 @@ what the solver consumes (001 sec. 3.4):
   ``D = E t^3 / (12 (1 - nu^2))``. The solver turns it into per-hinge compliances scaled by
   edge length and area, so the drape does not change with mesh resolution (001 sec. 5.2).
 """
+
 from __future__ import annotations
 
 import math
@@ -69,19 +70,32 @@ class Material:
     air_drag_per_s: float = 0.2
     friction_static: float = 0.6
     friction_kinetic: float = 0.4
+    #: Largest warp strain (0.001 = 0.1 %) any coarse span of the cloth may reach (Provot 1995; a strain-limit
+    #: inequality on the levels of :mod:`.multilevel`); below it the compliances above decide.
+    stretch_limit: float = 0.001
 
     def validate(self) -> None:
         for key in ("density_kg_m2", "thickness_m"):
             if not getattr(self, key) > 0:
                 raise ClothInputError(f"material {key} must be positive, got {getattr(self, key)}")
-        for key in ("stretch_compliance_warp", "stretch_compliance_weft", "stretch_compliance_bias",
-                    "shear_compliance", "bend_compliance", "stretch_damping_s", "bend_damping_s",
-                    "air_drag_per_s", "friction_static", "friction_kinetic"):
+        for key in (
+            "stretch_compliance_warp",
+            "stretch_compliance_weft",
+            "stretch_compliance_bias",
+            "shear_compliance",
+            "bend_compliance",
+            "stretch_damping_s",
+            "bend_damping_s",
+            "air_drag_per_s",
+            "friction_static",
+            "friction_kinetic",
+            "stretch_limit",
+        ):
             value = getattr(self, key)
             if not (value >= 0 and math.isfinite(value)):
                 raise ClothInputError(f"material {key} must be finite and >= 0, got {value}")
 
-    def with_stiffness(self, stretch_01: float | None = None, bend_01: float | None = None) -> "Material":
+    def with_stiffness(self, stretch_01: float | None = None, bend_01: float | None = None) -> Material:
         """Return a copy whose stretch (all three classes, ratios kept) and/or bending come from sliders."""
         changes: dict = {}
         if stretch_01 is not None:
@@ -98,8 +112,14 @@ class Material:
         return replace(self, **changes)
 
     @classmethod
-    def from_youngs(cls, youngs_modulus_pa: float, thickness_m: float, density_kg_m3: float,
-                    poisson_ratio: float = 0.3, name: str = "physical") -> "Material":
+    def from_youngs(
+        cls,
+        youngs_modulus_pa: float,
+        thickness_m: float,
+        density_kg_m3: float,
+        poisson_ratio: float = 0.3,
+        name: str = "physical",
+    ) -> Material:
         """An isotropic sheet from Young's modulus (Pa), thickness (m) and volume density (kg/m^3)."""
         stretch = stretch_compliance_from_youngs(youngs_modulus_pa, thickness_m)
         shear_modulus_ratio = 2.0 * (1.0 + poisson_ratio)  # G = E / (2 (1 + nu))
@@ -115,8 +135,22 @@ class Material:
         )
 
 
-def _fabric(name, density, warp_n_m, weft_n_m, bias_n_m, bend_n_m, thickness, drag, mu_s, mu_k, damping=1e-4):
+def _fabric(
+    name,
+    density,
+    warp_n_m,
+    weft_n_m,
+    bias_n_m,
+    bend_n_m,
+    thickness,
+    drag,
+    mu_s,
+    mu_k,
+    damping=1e-4,
+    stretch_limit=0.001,
+):
     return Material(
+        stretch_limit=stretch_limit,
         name=name,
         density_kg_m2=density,
         thickness_m=thickness,
@@ -133,7 +167,10 @@ def _fabric(name, density, warp_n_m, weft_n_m, bias_n_m, bend_n_m, thickness, dr
     )
 
 
-#: Presets: areal density kg/m^2, membrane stiffness E*t per grain (N/m), bending stiffness (N m).
+#: Presets: areal density kg/m^2, membrane stiffness E*t per grain (N/m), bending stiffness (N m), and the
+#: warp stretch limit (weft and bias scale with their compliance, see ``Cloth._link_limits``): woven fabrics
+#: 0.1 % (cotton at 5000 N/m reaches it at 5 N/m, over three times the 1.5 N/m its own weight puts into
+#: a 1 m drop), leather 0.3 %, jersey knit 2 % and rubber 5 % (their own weight strains them 0.3-1 %).
 #: Orders of magnitude follow measured fabric data (Kawabata-style tests as used by ARCSim):
 #: woven fabrics are far stiffer along warp/weft than on the bias; knits stretch most along the weft.
 PRESETS: dict[str, Material] = {
@@ -142,9 +179,11 @@ PRESETS: dict[str, Material] = {
         _fabric("cotton", 0.15, 5.0e3, 4.0e3, 8.0e2, 5.0e-6, 0.0015, 0.3, 0.6, 0.45),
         _fabric("silk", 0.06, 2.0e3, 1.8e3, 2.5e2, 5.0e-7, 0.0005, 0.8, 0.35, 0.25),
         _fabric("denim", 0.40, 2.0e4, 1.5e4, 2.0e3, 5.0e-5, 0.003, 0.1, 0.7, 0.55),
-        _fabric("leather", 0.90, 5.0e4, 5.0e4, 2.5e4, 5.0e-4, 0.0015, 0.05, 0.8, 0.6, damping=3e-4),
-        _fabric("jersey_knit", 0.20, 6.0e2, 2.0e2, 1.5e2, 2.0e-6, 0.002, 0.3, 0.6, 0.5),
-        _fabric("rubber", 1.00, 2.0e3, 2.0e3, 2.0e3, 1.7e-4, 0.001, 0.05, 0.9, 0.8, damping=5e-5),
+        _fabric(
+            "leather", 0.90, 5.0e4, 5.0e4, 2.5e4, 5.0e-4, 0.0015, 0.05, 0.8, 0.6, damping=3e-4, stretch_limit=0.003
+        ),
+        _fabric("jersey_knit", 0.20, 6.0e2, 2.0e2, 1.5e2, 2.0e-6, 0.002, 0.3, 0.6, 0.5, stretch_limit=0.02),
+        _fabric("rubber", 1.00, 2.0e3, 2.0e3, 2.0e3, 1.7e-4, 0.001, 0.05, 0.9, 0.8, damping=5e-5, stretch_limit=0.05),
     )
 }
 

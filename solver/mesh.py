@@ -5,6 +5,7 @@ Bad input is reported with a specific :class:`ClothInputError` (what, how many, 
 offending indices and how to fix it in Blender) or handled safely and listed in
 ``MeshTopology.warnings``; see the table in docs/user/bad_input.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,21 +21,42 @@ MIN_TRIANGLE_AREA_RATIO = 1e-10
 
 
 def triangulate(faces) -> np.ndarray:
-    """Fan-triangulate polygons (triangles, quads, n-gons) into a (T,3) int32 array.
+    """Fan-triangulate polygons (triangles, quads, n-gons) into a (T,3) int64 array.
 
     The second diagonal of each quad is recovered later as a shear constraint across the
     bias hinge (see ``constraints.build_shear``), so no quad bookkeeping is needed here.
+    Indices are checked to be whole numbers before any integer conversion (a cast would turn
+    1.7 into 1 silently); their range is checked by :func:`build_topology`, which knows N.
     """
     if isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3:
-        return np.ascontiguousarray(faces, dtype=np.int32)
+        return _integral_indices(faces, "triangle vertex indices")
     tris: list[tuple[int, int, int]] = []
     for face_index, face in enumerate(faces):
-        face = [int(v) for v in face]
+        face = _integral_indices(np.asarray(face).reshape(-1), f"face {face_index}'s vertex indices").tolist()
         if len(face) < 3:
             raise ClothInputError(f"face {face_index} has {len(face)} vertices; a face needs at least 3")
         for k in range(1, len(face) - 1):
             tris.append((face[0], face[k], face[k + 1]))
-    return np.array(tris, dtype=np.int32).reshape(-1, 3)
+    return np.array(tris, dtype=np.int64).reshape(-1, 3)
+
+
+def _integral_indices(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` as int64, or a ClothInputError when one is not a whole number (1.7, NaN, inf, text)
+    or lies beyond int64."""
+    a = np.asarray(values)
+    if a.dtype == np.bool_ or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise ClothInputError(f"{name} must be integers, got an array of {a.dtype}")
+    if np.issubdtype(a.dtype, np.floating):
+        bad = ~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) >= 2.0**63)
+        if bad.any():
+            first = tuple(int(k) for k in np.argwhere(bad)[0])
+            raise ClothInputError(
+                f"{name} must be whole numbers: {int(bad.sum())} are not "
+                f"(first: {a[first]!r} at position {list(first)})"
+            )
+    elif a.dtype == np.uint64 and a.size and a.max() >= 2**63:
+        raise ClothInputError(f"{name} must lie below 2^63, found {int(a.max())}")
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def check_finite(name: str, array: np.ndarray) -> None:
@@ -77,6 +99,7 @@ def build_topology(rest_positions: np.ndarray, triangles: np.ndarray) -> MeshTop
     tri = np.asarray(triangles)
     if tri.ndim != 2 or tri.shape[1] != 3 or tri.shape[0] == 0:
         raise ClothInputError(f"triangles must have shape (T, 3) with T > 0, got {tri.shape}")
+    tri = _integral_indices(tri, "triangle vertex indices")  # checked before the int32 cast below
     if tri.min() < 0 or tri.max() >= n:
         raise ClothInputError(f"triangle vertex indices must lie in [0, {n - 1}], found {tri.min()}..{tri.max()}")
     tri = tri.astype(np.int32)
@@ -114,9 +137,7 @@ def build_topology(rest_positions: np.ndarray, triangles: np.ndarray) -> MeshTop
     e1 = x[tri[:, 1]] - x[tri[:, 0]]
     e2 = x[tri[:, 2]] - x[tri[:, 0]]
     area = 0.5 * np.linalg.norm(np.cross(e1, e2), axis=1)
-    longest_sq = np.max(
-        np.stack([np.sum(e1 * e1, 1), np.sum(e2 * e2, 1), np.sum((e2 - e1) ** 2, 1)], axis=1), axis=1
-    )
+    longest_sq = np.max(np.stack([np.sum(e1 * e1, 1), np.sum(e2 * e2, 1), np.sum((e2 - e1) ** 2, 1)], axis=1), axis=1)
     degenerate = area < MIN_TRIANGLE_AREA_RATIO * longest_sq
     if degenerate.any():
         warnings.append(
@@ -168,6 +189,22 @@ def build_topology(rest_positions: np.ndarray, triangles: np.ndarray) -> MeshTop
     )
 
 
+#: A rest shape whose triangle normals all lie within this angle of one another counts as flat.
+FLAT_REST_ANGLE_RAD = np.radians(0.5)
+
+
+def rest_is_flat(rest_positions: np.ndarray, topology: MeshTopology) -> bool:
+    """True when every non-degenerate triangle of the rest shape faces the same way (or its reverse)."""
+    t = topology.triangles[~topology.degenerate_triangle]
+    if t.shape[0] == 0:
+        return True
+    x = rest_positions
+    normal = np.cross(x[t[:, 1]] - x[t[:, 0]], x[t[:, 2]] - x[t[:, 0]])
+    normal /= np.linalg.norm(normal, axis=1, keepdims=True)
+    # einsum, not ``@``: a threaded BLAS would spin idle threads (see Cloth._diagnostics)
+    return bool(np.abs(np.einsum("ij,j->i", normal, normal[0])).min() >= np.cos(FLAT_REST_ANGLE_RAD))
+
+
 def lumped_vertex_mass(n_vertices: int, triangles: np.ndarray, triangle_area: np.ndarray, density_kg_m2) -> np.ndarray:
     """Per-vertex mass: each triangle's areal density x area split equally over its corners."""
     tri_mass = np.asarray(density_kg_m2, dtype=np.float64) * triangle_area
@@ -177,8 +214,15 @@ def lumped_vertex_mass(n_vertices: int, triangles: np.ndarray, triangle_area: np
     return mass
 
 
-def grid_mesh(nx: int, ny: int, size_x: float = 1.0, size_y: float = 1.0, origin=(0.0, 0.0, 0.0),
-              plane: str = "xy", quads: bool = False):
+def grid_mesh(
+    nx: int,
+    ny: int,
+    size_x: float = 1.0,
+    size_y: float = 1.0,
+    origin=(0.0, 0.0, 0.0),
+    plane: str = "xy",
+    quads: bool = False,
+):
     """A regular nx x ny vertex grid (for tests, benchmarks and the demo).
 
     Returns ``(positions (N,3), faces, uvs (N,2))``; faces are quads (list) when ``quads`` is
@@ -225,6 +269,11 @@ def uv_ellipsoid_mesh(radii, segments: int = 48, rings: int = 24, center=(0.0, 0
     quads = np.stack([np.stack([a, a + segments, b + segments], 1), np.stack([a, b + segments, b], 1)], 1)
     s_idx = np.arange(segments)
     last = (rings - 2) * segments
-    caps = np.stack([np.stack([np.full(segments, north), s_idx, (s_idx + 1) % segments], 1),
-                     np.stack([np.full(segments, south), last + (s_idx + 1) % segments, last + s_idx], 1)], 1)
+    caps = np.stack(
+        [
+            np.stack([np.full(segments, north), s_idx, (s_idx + 1) % segments], 1),
+            np.stack([np.full(segments, south), last + (s_idx + 1) % segments, last + s_idx], 1),
+        ],
+        1,
+    )
     return v, np.concatenate([quads.reshape(-1, 3), caps.reshape(-1, 3)]).astype(np.int64)

@@ -6,6 +6,7 @@ and the collision kernels (``solver.collisions.analytic.quat_rotate`` is the sca
 world. Plain NumPy, no Blender: the Blender side decomposes its matrices and hands these
 functions the (location, rotation, scale) parts.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ def quaternion_axis_angle(axis, angle_rad: float) -> np.ndarray:
     a = np.asarray(axis, dtype=np.float64)
     norm = float(np.linalg.norm(a))
     if not (np.isfinite(norm) and norm > 0 and np.isfinite(angle_rad)):
-        raise ClothInputError(f"rotation axis must be a finite non-zero vector and the angle finite, got {axis}, "
-                              f"{angle_rad}")
+        raise ClothInputError(
+            f"rotation axis must be a finite non-zero vector and the angle finite, got {axis}, {angle_rad}"
+        )
     s = math.sin(0.5 * angle_rad) / norm
     return np.array([math.cos(0.5 * angle_rad), a[0] * s, a[1] * s, a[2] * s])
 
@@ -51,8 +53,14 @@ def quaternion_multiply(a, b) -> np.ndarray:
     """Hamilton product a b (rotate by b, then by a), both (w, x, y, z)."""
     w1, x1, y1, z1 = a
     w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
 def quaternion_conjugate(q) -> np.ndarray:

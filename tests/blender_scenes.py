@@ -5,6 +5,7 @@ Plain functions, no fixtures. ``bpy`` and ``selvedge`` are imported inside the f
 nothing but the standard library and NumPy may be needed at import time, and where ``selvedge``
 is the installed extension.
 """
+
 import contextlib
 import math
 
@@ -14,6 +15,7 @@ import numpy as np
 def fresh_blender():
     """Body of the autouse ``blender`` fixtures: factory settings and the add-on registered."""
     import bpy
+
     import selvedge
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -36,6 +38,7 @@ def cache_dir(tmp_path):
 def factory_scene():
     """Factory settings with the add-on registered; yields the scene, then factory settings again."""
     import bpy
+
     import selvedge
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -99,8 +102,18 @@ def pin_two_corners(obj, preset="silk"):
     return corners
 
 
-def grid_cloth(first, last, *, name="Cloth", current=None, substeps=4, angle=30.0,
-               start=(0.5, -0.25, 1.0), end=(0.62, -0.25, 1.05), preset="silk"):
+def grid_cloth(
+    first,
+    last,
+    *,
+    name="Cloth",
+    current=None,
+    substeps=4,
+    angle=30.0,
+    start=(0.5, -0.25, 1.0),
+    end=(0.62, -0.25, 1.05),
+    preset="silk",
+):
     """The pinned grid cloth: 5x5 vertices rotated by ``angle`` degrees about z, its location keyed
     at ``start`` on ``first`` and (unless ``end`` is None) at ``end`` on ``last``; two pinned corners.
 
@@ -134,6 +147,7 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
     frame; its target is computed from the empty's matrices, E(f) E(first)^-1 x_rest.
     """
     import bpy
+
     from selvedge import solver
     from selvedge.operators import scene_to_solver as s2s
 
@@ -156,11 +170,16 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
             world[f] = world[f].copy()
             moved = hook[f] @ np.linalg.inv(hook[first]) @ np.r_[world[first][vertex], 1.0]
             world[f][vertex] = moved[:3]
-    cloth = solver.Cloth(world[first] * unit, tris, material=s2s.material_from_settings(obj.selvedge),
-                         options=s2s.options_from_settings(obj.selvedge),
-                         settings=s2s.solver_settings_from_scene(scene.selvedge,
-                                                                 scene.render.fps / scene.render.fps_base),
-                         pin_weights=pins, uvs=uvs, weight_maps=weight_maps)
+    cloth = solver.Cloth(
+        world[first] * unit,
+        tris,
+        material=s2s.material_from_settings(obj.selvedge),
+        options=s2s.options_from_settings(obj.selvedge),
+        settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
+        pin_weights=pins,
+        uvs=uvs,
+        weight_maps=weight_maps,
+    )
     out = {first: local.astype(np.float32)}
     world_out = {first: world[first]}
     for f in range(first + 1, last + 1):

@@ -5,6 +5,7 @@ with the solver's own :func:`selvedge.solver.constraints.step_coefficients`, so 
 checks that step too. The multipliers are the caller's to reset (``reset_lambda=False``), so a
 test can write out any multiplier lifecycle.
 """
+
 import numpy as np
 
 from selvedge.solver import kernels as kn
@@ -16,28 +17,31 @@ def _coefficients(kind, vertices, inv_mass, h, **params):
 
 
 def distance_serial(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam):
-    k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
-                      damping_s=damping_s)
+    k = _coefficients(
+        "distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance, damping_s=damping_s
+    )
     kn.solve_distance_serial(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, True, lam)
 
 
 def distance_jacobi(x, x0, inv_mass, vertices, rest_length, compliance, damping_s, unilateral, h, lam, dx, hits):
-    k = _coefficients("distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance,
-                      damping_s=damping_s)
+    k = _coefficients(
+        "distance", vertices, inv_mass, h, rest_length=rest_length, compliance=compliance, damping_s=damping_s
+    )
     kn.solve_distance_jacobi(x, x0, inv_mass, vertices, k.distance_rows, unilateral, False, True, lam, dx, hits)
 
 
 def dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, compliance, damping_s, h, lam):
     k = _coefficients("dihedral", vertices, inv_mass, h, compliance=compliance, damping_s=damping_s)
-    kn.solve_bend_dihedral_serial(x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, False, True,
-                                  lam)
+    kn.solve_bend_dihedral_serial(
+        x, x0, inv_mass, vertices, rest_cos, rest_sin, k.alpha_tilde, k.gamma, False, True, lam
+    )
 
 
 def isometric_serial(x, x0, inv_mass, vertices, stencil, compliance, damping_s, h, lam):
-    k = _coefficients("isometric", vertices, inv_mass, h, stencil=stencil, compliance=compliance,
-                      damping_s=damping_s)
-    kn.solve_bend_isometric_serial(x, x0, inv_mass, vertices, stencil, k.alpha_tilde, k.gamma, k.inv_denominator,
-                                   False, True, lam)
+    k = _coefficients("isometric", vertices, inv_mass, h, stencil=stencil, compliance=compliance, damping_s=damping_s)
+    kn.solve_bend_isometric_serial(
+        x, x0, inv_mass, vertices, stencil, k.alpha_tilde, k.gamma, k.inv_denominator, False, True, lam
+    )
 
 
 def soft_pin_serial(x, inv_mass, vertex, target, compliance, h, lam):

@@ -1,4 +1,5 @@
 """Run a simulation under several Numba thread counts, for tests that results do not depend on them."""
+
 import numba
 
 
@@ -6,8 +7,9 @@ def on_thread_counts(run, counts=(1, 2)):
     """``run()`` under each Numba thread count of ``counts`` in turn (the process's count restored
     afterwards); returns their results in that order."""
     # The project's machines (developers' and CI's) have 2 cores; a 1-core machine cannot show this.
-    assert numba.config.NUMBA_NUM_THREADS >= max(counts), \
+    assert max(counts) <= numba.config.NUMBA_NUM_THREADS, (
         f"this check needs {max(counts)} Numba threads (NUMBA_NUM_THREADS >= {max(counts)})"
+    )
     before = numba.get_num_threads()
     try:
         results = []

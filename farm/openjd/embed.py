@@ -5,6 +5,7 @@ The template embeds both task scripts, the module they share and the Mesh Cache 
 the render step sets (so a worker needs only Blender and the Selvedge extension, not this folder). Edit the .py files, then run ``python farm/openjd/embed.py``;
 tests/farm/test_openjd_template.py fails while the embedded copies differ from the files.
 """
+
 import re
 import sys
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Write models/README.md (the model card) from models/metrics.json. No torch needed."""
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,11 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
         "inside or a box coming in from the side; never overlapping the cloth at the start, so contact comes from "
         "the motion. Both budgets run them in a `Colliders` contact handler (cloth thickness 4 mm) posed every "
         f"frame by `Scene.place_colliders` (same protocol). {p['frames']} frames per trajectory."
-        + (f" Training trajectories per collider kind: {metrics['held_out_by_colliders']['collider_kinds_train']}."
-           if metrics.get('held_out_by_colliders') else ""),
+        + (
+            f" Training trajectories per collider kind: {metrics['held_out_by_colliders']['collider_kinds_train']}."
+            if metrics.get("held_out_by_colliders")
+            else ""
+        ),
         f"- Split by trajectory (scene seed), never by frame: train seeds {p['train_seeds'][0]}..{p['train_seeds'][1]}, "
         f"test seeds {p['test_seeds'][0]}..{p['test_seeds'][1]}, bench seeds 2000..2003.",
         "- Storage: one compressed `.npz` per trajectory (float32 x, v, x_cheap, v_cheap; colliders are rebuilt from the seed) under "
@@ -114,44 +118,67 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
         for key, label in (("with_colliders", "with colliders"), ("without_colliders", "without colliders")):
             e = byc[key]
             if e.get("trajectories"):
-                lines.append(f"- Held-out {label} ({e['trajectories']} trajectories): cheap "
-                             f"{e['one_step_rms_mm_cheap']:.2f} mm, cheap + network "
-                             f"{e['one_step_rms_mm_cheap_plus_network']:.2f} mm, residual explained "
-                             f"{e['one_step_residual_explained']:.3f}.")
+                lines.append(
+                    f"- Held-out {label} ({e['trajectories']} trajectories): cheap "
+                    f"{e['one_step_rms_mm_cheap']:.2f} mm, cheap + network "
+                    f"{e['one_step_rms_mm_cheap_plus_network']:.2f} mm, residual explained "
+                    f"{e['one_step_residual_explained']:.3f}."
+                )
     lines += [
         "- ONNX (onnxruntime, 2 threads, CPU) vs PyTorch on meshes unlike the export's (keys: mesh, collider, world edges): "
-        + "; ".join(f"{k}: max |diff| {v['max_abs_diff']:.2e} (outputs up to {v['max_abs_output']:.2f}), "
-                    f"deterministic {v['run_to_run_identical']}, {v['onnx_ms']:.2f} ms" for k, v in agree.items()) + ".",
+        + "; ".join(
+            f"{k}: max |diff| {v['max_abs_diff']:.2e} (outputs up to {v['max_abs_output']:.2f}), "
+            f"deterministic {v['run_to_run_identical']}, {v['onnx_ms']:.2f} ms"
+            for k, v in agree.items()
+        )
+        + ".",
     ]
     lat = metrics.get("latency_sweep")
     if lat:
-        lines += [f"- onnxruntime CPU latency on a {lat['vertices']}-vertex grid, {lat['threads']} threads "
-                  "(`python -m models.training.measure_latency`, random weights): "
-                  + ", ".join(f"{k.replace('latent', 'latent ').replace('_steps', ' / steps ')}: {v} ms"
-                              for k, v in lat["median_ms"].items())
-                  + (f" ({lat['note']})." if lat.get("note") else " (zero world edges; the 2 cores were shared, absolute "
-                     "times are inflated).")]
+        lines += [
+            f"- onnxruntime CPU latency on a {lat['vertices']}-vertex grid, {lat['threads']} threads "
+            "(`python -m models.training.measure_latency`, random weights): "
+            + ", ".join(
+                f"{k.replace('latent', 'latent ').replace('_steps', ' / steps ')}: {v} ms"
+                for k, v in lat["median_ms"].items()
+            )
+            + (
+                f" ({lat['note']})."
+                if lat.get("note")
+                else " (zero world edges; the 2 cores were shared, absolute times are inflated)."
+            )
+        ]
     sweep = metrics.get("size_sweep")
     if sweep is None and (MODELS_DIR / "size_sweep.json").is_file():  # training rewrites metrics.json from scratch
         sweep = json.loads((MODELS_DIR / "size_sweep.json").read_text())
     if sweep:
-        lines += ["", "## Accuracy vs size (models/size_sweep.json)", "",
-                  f"{sweep.get('note', '')}", "",
-                  "| latent | steps | parameters | iterations | held-out one-step mm (cheap -> net) | residual explained | "
-                  f"onnxruntime ms ({sweep.get('vertices', 4225)}-vertex grid, {sweep.get('threads', 2)} threads) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Accuracy vs size (models/size_sweep.json)",
+            "",
+            f"{sweep.get('note', '')}",
+            "",
+            "| latent | steps | parameters | iterations | held-out one-step mm (cheap -> net) | residual explained | "
+            f"onnxruntime ms ({sweep.get('vertices', 4225)}-vertex grid, {sweep.get('threads', 2)} threads) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in sweep["rows"]:
-            lines.append(f"| {r['latent']} | {r['steps']} | {r['parameters']} | {r['iterations']} | "
-                         f"{r['one_step_rms_mm_cheap']:.2f} -> {r['one_step_rms_mm_cheap_plus_network']:.2f} | "
-                         f"{r['one_step_residual_explained']:.3f} | {r['onnx_ms_4k']:.1f} |")
+            lines.append(
+                f"| {r['latent']} | {r['steps']} | {r['parameters']} | {r['iterations']} | "
+                f"{r['one_step_rms_mm_cheap']:.2f} -> {r['one_step_rms_mm_cheap_plus_network']:.2f} | "
+                f"{r['one_step_residual_explained']:.3f} | {r['onnx_ms_4k']:.1f} |"
+            )
         best = min(sweep["rows"], key=lambda r: r["one_step_rms_mm_cheap_plus_network"])
-        lines += ["", f"The shipped {m['latent']} / {m['steps']} model ({tr['iterations']} iterations) reaches "
-                  f"{ho['one_step_rms_mm_cheap_plus_network']:.2f} mm on the same held-out set; the best short run above "
-                  f"({best['latent']} / {best['steps']}, {best['iterations']} iterations) reaches "
-                  f"{best['one_step_rms_mm_cheap_plus_network']:.2f} mm. The rows are single short runs (noisy, and "
-                  "the larger networks got fewer iterations in the same time), so they do not show a clear accuracy "
-                  "gain from size; the shipped size was kept from before the sweep, not chosen by it, and a smaller "
-                  "network would cost less per frame."]
+        lines += [
+            "",
+            f"The shipped {m['latent']} / {m['steps']} model ({tr['iterations']} iterations) reaches "
+            f"{ho['one_step_rms_mm_cheap_plus_network']:.2f} mm on the same held-out set; the best short run above "
+            f"({best['latent']} / {best['steps']}, {best['iterations']} iterations) reaches "
+            f"{best['one_step_rms_mm_cheap_plus_network']:.2f} mm. The rows are single short runs (noisy, and "
+            "the larger networks got fewer iterations in the same time), so they do not show a clear accuracy "
+            "gain from size; the shipped size was kept from before the sweep, not chosen by it, and a smaller "
+            "network would cost less per frame.",
+        ]
     if bench:
         lines += ["", "## Evaluation bench (bench/bench_network.py)", ""]
         lines += [f"- {k}: {v}" for k, v in bench.items()]
@@ -165,24 +192,30 @@ def write_card(metrics: dict | None = None, path: Path | None = None) -> str:
     ]
     if bench:
         pays = str(bench.get("headline_first_50_frames_cpu", "")).startswith("YES")
-        lines.append(f"- **On this CPU the network {'pays' if pays else 'does not pay'} at equal error** (bench above, "
-                     f"`{bench.get('command', '')}`): first 50 frames: {bench.get('headline_first_50_frames_cpu', '')} "
-                     f"Whole rollout: {bench.get('headline_whole_rollout_cpu', '')} At a fixed solver budget it often "
-                     "lowers the error (`same_budget_comparison` above), but the ~1-2 ms/frame it costs, spent on more "
-                     "substeps instead, buys more accuracy. The bench has only a few short scenes whose contacts make "
-                     "rollouts diverge quickly, and picks the best of several network variants per budget: noisy. "
-                     "The GPU rows are not measured yet (section GPU).")
+        lines.append(
+            f"- **On this CPU the network {'pays' if pays else 'does not pay'} at equal error** (bench above, "
+            f"`{bench.get('command', '')}`): first 50 frames: {bench.get('headline_first_50_frames_cpu', '')} "
+            f"Whole rollout: {bench.get('headline_whole_rollout_cpu', '')} At a fixed solver budget it often "
+            "lowers the error (`same_budget_comparison` above), but the ~1-2 ms/frame it costs, spent on more "
+            "substeps instead, buys more accuracy. The bench has only a few short scenes whose contacts make "
+            "rollouts diverge quickly, and picks the best of several network variants per budget: noisy. "
+            "The GPU rows are not measured yet (section GPU)."
+        )
     else:
-        lines.append("- The rollout bench has not been run for this model: nothing is claimed about speed at equal error.")
+        lines.append(
+            "- The rollout bench has not been run for this model: nothing is claimed about speed at equal error."
+        )
     byc = metrics.get("held_out_by_colliders") or {}
     wo = byc.get("without_colliders", {})
     if wo.get("trajectories") and wo.get("one_step_residual_explained", 1.0) < 0:
-        lines.append(f"- On the held-out trajectories without colliders (only {wo['trajectories']}) the network makes the "
-                     f"one-step error worse ({wo['one_step_rms_mm_cheap']:.2f} -> "
-                     f"{wo['one_step_rms_mm_cheap_plus_network']:.2f} mm, residual explained "
-                     f"{wo['one_step_residual_explained']:.2f}); the gain comes from scenes with colliders, which are "
-                     f"~3/4 of the training data. The previous, collider-free model explained 0.19 of the residual on "
-                     "its own (collider-free) held-out set.")
+        lines.append(
+            f"- On the held-out trajectories without colliders (only {wo['trajectories']}) the network makes the "
+            f"one-step error worse ({wo['one_step_rms_mm_cheap']:.2f} -> "
+            f"{wo['one_step_rms_mm_cheap_plus_network']:.2f} mm, residual explained "
+            f"{wo['one_step_residual_explained']:.2f}); the gain comes from scenes with colliders, which are "
+            f"~3/4 of the training data. The previous, collider-free model explained 0.19 of the residual on "
+            "its own (collider-free) held-out set."
+        )
     lines += [
         "- The velocity residual r_v is trained only by the one-step term (the unrolled loss applies r_x with the "
         "runtime's default velocity_gain = 0); in the bench, rows with vg=1 have clearly larger errors than the same "
@@ -222,19 +255,30 @@ def gpu_section(gpu: dict | None) -> list[str]:
     (metrics.json "gpu": "latency_table", "headline", "provider"), else what is still to measure."""
     lines = ["", "## GPU", ""]
     if gpu:
-        lines += [f"Measured with `{gpu.get('command', GPU_COMMAND)}` on {gpu.get('host', 'a CUDA machine')}; "
-                  f"network on {gpu.get('provider', '?')}, solver on the CPU.", "", gpu.get("latency_table", ""), ""]
+        lines += [
+            f"Measured with `{gpu.get('command', GPU_COMMAND)}` on {gpu.get('host', 'a CUDA machine')}; "
+            f"network on {gpu.get('provider', '?')}, solver on the CPU.",
+            "",
+            gpu.get("latency_table", ""),
+            "",
+        ]
         lines += [f"- headline ({metric}, GPU): {line}" for metric, line in gpu.get("headline", {}).items()]
     else:
-        lines += ["| rows | status |", "|---|---|",
-                  f"| ms/inference on the CUDA provider at 4k / 16k / 64k / 256k vertices (with and without world "
-                  f"edges), CPU provider beside it | not measured yet: run `{GPU_COMMAND}` on a device |",
-                  f"| evaluation matrix with the network on the GPU, solver on the CPU (equal-error headline) | not "
-                  f"measured yet: run `{GPU_COMMAND}` on a device |"]
-    lines += ["", "For the CUDA path a Blender user needs onnxruntime-gpu and its CUDA and cuDNN libraries (the "
-              "nvidia-* wheels of its `cuda` and `cudnn` extras) installed into Blender's own Python, in the same "
-              "site-packages folder; `models/runtime.py` preloads them (`onnxruntime.preload_dlls()`) and otherwise "
-              "runs on the CPU and says why (docs/design/network.md, section GPU)."]
+        lines += [
+            "| rows | status |",
+            "|---|---|",
+            f"| ms/inference on the CUDA provider at 4k / 16k / 64k / 256k vertices (with and without world "
+            f"edges), CPU provider beside it | not measured yet: run `{GPU_COMMAND}` on a device |",
+            f"| evaluation matrix with the network on the GPU, solver on the CPU (equal-error headline) | not "
+            f"measured yet: run `{GPU_COMMAND}` on a device |",
+        ]
+    lines += [
+        "",
+        "For the CUDA path a Blender user needs onnxruntime-gpu and its CUDA and cuDNN libraries (the "
+        "nvidia-* wheels of its `cuda` and `cudnn` extras) installed into Blender's own Python, in the same "
+        "site-packages folder; `models/runtime.py` preloads them (`onnxruntime.preload_dlls()`) and otherwise "
+        "runs on the CPU and says why (docs/design/network.md, section GPU).",
+    ]
     return lines
 
 

@@ -5,6 +5,7 @@ randomly initialised networks (latency does not depend on the weights) and times
 shipped thread count on a 65x65 (4,225-vertex) grid; the result goes into models/metrics.json
 under "latency_sweep". This is the measurement behind the shipped size (see models/README.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,18 +16,18 @@ from pathlib import Path
 
 if __package__ in (None, "", "models.training"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "devtools"))
-    from selvedge_import import import_selvedge  # noqa: E402
+    from selvedge_import import import_selvedge
 
     import_selvedge()
-    __package__ = "selvedge.models.training"  # noqa: A001
+    __package__ = "selvedge.models.training"
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from ...solver.cloth import Cloth  # noqa: E402
-from ...solver.mesh import grid_mesh  # noqa: E402
-from ..graph import graph_from_cloth, model_inputs  # noqa: E402
-from ..runtime import DEFAULT_THREADS, LearnedModel  # noqa: E402
-from .network import GraphNet, export_onnx  # noqa: E402
+from ...solver.cloth import Cloth
+from ...solver.mesh import grid_mesh
+from ..graph import graph_from_cloth, model_inputs
+from ..runtime import DEFAULT_THREADS, LearnedModel
+from .network import GraphNet, export_onnx
 
 SIZES = ((8, 2), (16, 2), (16, 3), (32, 3), (32, 5))
 

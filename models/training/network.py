@@ -9,6 +9,7 @@ followed by a sum over the slot axis (ONNX Gather + ReduceSum): deterministic an
 onnxruntime on CPU. No index_add_/scatter (ScatterND(add) is non-deterministic and wrong with
 2 intra-op threads in onnxruntime 1.32; see the network issue).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,17 @@ from torch import nn
 from ..graph import EDGE_FEATURES, N_EDGE, N_NODE, N_WORLD, NODE_FEATURES, WORLD_EDGE_FEATURES
 from ..runtime import MODEL_FORMAT, N_OUT, OUTPUT_NAME
 
-INPUT_NAMES = ["node_features", "edge_features", "senders", "receivers", "incidence", "free_mask",
-               "world_edge_features", "world_receivers", "world_incidence"]
+INPUT_NAMES = [
+    "node_features",
+    "edge_features",
+    "senders",
+    "receivers",
+    "incidence",
+    "free_mask",
+    "world_edge_features",
+    "world_receivers",
+    "world_incidence",
+]
 
 
 def mlp(n_in: int, width: int, n_out: int, layer_norm: bool = True) -> nn.Sequential:
@@ -50,17 +60,33 @@ class GraphNet(nn.Module):
         for name, size in (("node_std", N_NODE), ("edge_std", N_EDGE), ("world_std", N_WORLD), ("out_std", N_OUT)):
             self.register_buffer(name, torch.ones(size))
 
-    def set_stats(self, node_mean, node_std, edge_mean, edge_std, out_mean, out_std, world_mean=None,
-                  world_std=None) -> None:
-        values = [("node_mean", node_mean), ("node_std", node_std), ("edge_mean", edge_mean),
-                  ("edge_std", edge_std), ("out_mean", out_mean), ("out_std", out_std)]
+    def set_stats(
+        self, node_mean, node_std, edge_mean, edge_std, out_mean, out_std, world_mean=None, world_std=None
+    ) -> None:
+        values = [
+            ("node_mean", node_mean),
+            ("node_std", node_std),
+            ("edge_mean", edge_mean),
+            ("edge_std", edge_std),
+            ("out_mean", out_mean),
+            ("out_std", out_std),
+        ]
         if world_mean is not None:
             values += [("world_mean", world_mean), ("world_std", world_std)]
         for name, value in values:
             getattr(self, name).copy_(torch.as_tensor(np.asarray(value), dtype=torch.float32))
 
-    def forward_normalised(self, node_features, edge_features, senders, receivers, incidence,
-                           world_edge_features, world_receivers, world_incidence):
+    def forward_normalised(
+        self,
+        node_features,
+        edge_features,
+        senders,
+        receivers,
+        incidence,
+        world_edge_features,
+        world_receivers,
+        world_incidence,
+    ):
         """The network's output in normalised units (the training loss is taken here)."""
         h = self.encode_node((node_features - self.node_mean) / self.node_std)
         g = self.encode_edge((edge_features - self.edge_mean) / self.edge_std)
@@ -69,7 +95,7 @@ class GraphNet(nn.Module):
         for edge_block, world_block, node_block in zip(self.edge_blocks, self.world_blocks, self.node_blocks):
             g = g + edge_block(torch.cat([g, h.index_select(0, receivers), h.index_select(0, senders)], dim=1))
             gw = gw + world_block(torch.cat([gw, h.index_select(0, world_receivers)], dim=1))
-            agg = self._sum_incoming(g, pad, incidence)          # Gather + ReduceSum
+            agg = self._sum_incoming(g, pad, incidence)  # Gather + ReduceSum
             agg_world = self._sum_incoming(gw, pad, world_incidence)
             h = h + node_block(torch.cat([h, agg, agg_world], dim=1))
         return self.decode(h)
@@ -83,10 +109,28 @@ class GraphNet(nn.Module):
         a = out_normalised * self.out_std + self.out_mean
         return self.accel_bound * torch.tanh(a / self.accel_bound) * free_mask
 
-    def forward(self, node_features, edge_features, senders, receivers, incidence, free_mask, world_edge_features,
-                world_receivers, world_incidence):
-        out = self.forward_normalised(node_features, edge_features, senders, receivers, incidence,
-                                      world_edge_features, world_receivers, world_incidence)
+    def forward(
+        self,
+        node_features,
+        edge_features,
+        senders,
+        receivers,
+        incidence,
+        free_mask,
+        world_edge_features,
+        world_receivers,
+        world_incidence,
+    ):
+        out = self.forward_normalised(
+            node_features,
+            edge_features,
+            senders,
+            receivers,
+            incidence,
+            world_edge_features,
+            world_receivers,
+            world_incidence,
+        )
         return self.denormalise(out, free_mask)
 
 
@@ -96,12 +140,14 @@ STAT_NAMES = ("node_mean", "node_std", "edge_mean", "edge_std", "out_mean", "out
 def stats_sha256(arrays) -> str:
     """Hash of the normalisation statistics (float32 bytes in STAT_NAMES order), as stamped in the metadata."""
     import hashlib
+
     return hashlib.sha256(b"".join(np.asarray(a, dtype=np.float32).tobytes() for a in arrays)).hexdigest()
 
 
 def onnx_stats_sha256(proto) -> str:
     """The same hash recomputed from the statistics constants inside an ONNX model."""
     from onnx import numpy_helper
+
     init = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
     return stats_sha256([init[name] for name in STAT_NAMES])
 
@@ -118,6 +164,7 @@ def export_onnx(model: GraphNet, example_feed: dict, path, metadata: dict) -> No
     # torch.export specialises dimensions whose example size is 0 or 1: trace with a synthetic world-edge
     # part (3 edges, 2 on node 0, so W = 3 and KW = 2); the values only drive the trace
     from ..graph import incidence_table
+
     example_feed = dict(example_feed)
     w_rcv = np.array([0, 0, 1], dtype=np.int64)
     example_feed["world_receivers"] = w_rcv
@@ -126,16 +173,38 @@ def export_onnx(model: GraphNet, example_feed: dict, path, metadata: dict) -> No
     args = torch_feed(example_feed)
     n, e, k = (torch.export.Dim("N", min=2), torch.export.Dim("E", min=2), torch.export.Dim("K", min=1))
     w, kw = torch.export.Dim("W", min=0), torch.export.Dim("KW", min=1)
-    dynamic = {"node_features": {0: n}, "edge_features": {0: e}, "senders": {0: e}, "receivers": {0: e},
-               "incidence": {0: n, 1: k}, "free_mask": {0: n}, "world_edge_features": {0: w},
-               "world_receivers": {0: w}, "world_incidence": {0: n, 1: kw}}
-    program = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=INPUT_NAMES,
-                                output_names=[OUTPUT_NAME], dynamic_shapes=dynamic, optimize=True,
-                                external_data=False)
+    dynamic = {
+        "node_features": {0: n},
+        "edge_features": {0: e},
+        "senders": {0: e},
+        "receivers": {0: e},
+        "incidence": {0: n, 1: k},
+        "free_mask": {0: n},
+        "world_edge_features": {0: w},
+        "world_receivers": {0: w},
+        "world_incidence": {0: n, 1: kw},
+    }
+    program = torch.onnx.export(
+        model,
+        args,
+        dynamo=True,
+        opset_version=18,
+        input_names=INPUT_NAMES,
+        output_names=[OUTPUT_NAME],
+        dynamic_shapes=dynamic,
+        optimize=True,
+        external_data=False,
+    )
     proto = program.model_proto
-    meta = {"format": MODEL_FORMAT, "node_features": ",".join(NODE_FEATURES), "edge_features": ",".join(EDGE_FEATURES),
-            "world_edge_features": ",".join(WORLD_EDGE_FEATURES),
-            "accel_bound_m_s2": repr(model.accel_bound), "latent": str(model.latent), "steps": str(model.steps)}
+    meta = {
+        "format": MODEL_FORMAT,
+        "node_features": ",".join(NODE_FEATURES),
+        "edge_features": ",".join(EDGE_FEATURES),
+        "world_edge_features": ",".join(WORLD_EDGE_FEATURES),
+        "accel_bound_m_s2": repr(model.accel_bound),
+        "latent": str(model.latent),
+        "steps": str(model.steps),
+    }
     meta.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()})
     del proto.metadata_props[:]
     for key, value in meta.items():

@@ -7,11 +7,13 @@ and, with the same iterations and omega, by the runtime's residual mode
 (``models.coupling.LearnedCoupling``), so training and run time project the same way.
 Tested against the Numba kernels in tests/models/test_training.py.
 """
+
 from __future__ import annotations
 
 import torch
 
-from ..coupling import RESIDUAL_ITERATIONS as ITERATIONS, RESIDUAL_OMEGA as OMEGA  # noqa: E402,F401
+from ..coupling import RESIDUAL_ITERATIONS as ITERATIONS
+from ..coupling import RESIDUAL_OMEGA as OMEGA
 
 
 def project_stretch(x, edges, rest_length, compliance, inv_mass, h, iterations=ITERATIONS, omega=OMEGA):
@@ -32,8 +34,9 @@ def project_stretch(x, edges, rest_length, compliance, inv_mass, h, iterations=I
         n = d / length.clamp(min=1e-12)[:, None]
         c = length - rest_length
         denom = w_sum + alpha_tilde
-        dlam = torch.where(ok & (denom >= 1e-20), (-c - alpha_tilde * lam) / denom.clamp(min=1e-20),
-                           torch.zeros_like(c))
+        dlam = torch.where(
+            ok & (denom >= 1e-20), (-c - alpha_tilde * lam) / denom.clamp(min=1e-20), torch.zeros_like(c)
+        )
         lam = lam + dlam
         corr_i = (wi * dlam)[:, None] * n
         corr_j = -(wj * dlam)[:, None] * n

@@ -11,6 +11,7 @@ hangs into it, never overlapping the cloth at the start. ``make_cloth`` in teach
 them as a :class:`selvedge.solver.collisions.Colliders` contact handler, and
 :meth:`Scene.place_colliders` poses them for every frame (same protocol for every budget).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -28,18 +29,19 @@ CLOTH_THICKNESS_M = 0.004
 
 @dataclass
 class ColliderSpec:
-    kind: str                 # "sphere" | "capsule" | "box"
-    dims: tuple               # sphere (r,), capsule (r, half_length), box (hx, hy, hz); m
-    position: np.ndarray      # (3,) centre at t = 0, m
-    amplitude: np.ndarray     # (3,) amplitude of a sinusoidal motion, m (zero for static colliders)
-    rotation: np.ndarray      # (4,) quaternion (w, x, y, z), fixed
-    hz: float = 0.0           # frequency of that motion (it starts moving towards the cloth at t = 0)
+    kind: str  # "sphere" | "capsule" | "box"
+    dims: tuple  # sphere (r,), capsule (r, half_length), box (hx, hy, hz); m
+    position: np.ndarray  # (3,) centre at t = 0, m
+    amplitude: np.ndarray  # (3,) amplitude of a sinusoidal motion, m (zero for static colliders)
+    rotation: np.ndarray  # (4,) quaternion (w, x, y, z), fixed
+    hz: float = 0.0  # frequency of that motion (it starts moving towards the cloth at t = 0)
 
     def position_at(self, t: float) -> np.ndarray:
         return self.position + self.amplitude * np.sin(2 * np.pi * self.hz * t)
 
     def proxy(self, name: str):
         from ...solver.collisions import Box, Capsule, Sphere
+
         if self.kind == "sphere":
             return Sphere(self.dims[0], name=name, position=self.position, rotation=self.rotation)
         if self.kind == "capsule":
@@ -51,12 +53,12 @@ class ColliderSpec:
 class Scene:
     seed: int
     kind: str
-    rest: np.ndarray         # (N,3)
-    faces: np.ndarray        # (T,3)
-    pins: np.ndarray         # (N,) 0/1 hard pins
+    rest: np.ndarray  # (N,3)
+    faces: np.ndarray  # (T,3)
+    pins: np.ndarray  # (N,) 0/1 hard pins
     material: Material
-    v0: np.ndarray           # (3,) initial uniform velocity
-    sway: np.ndarray         # (3,) amplitude (m) of the pins' sinusoidal motion
+    v0: np.ndarray  # (3,) initial uniform velocity
+    sway: np.ndarray  # (3,) amplitude (m) of the pins' sinusoidal motion
     sway_hz: float
     colliders: list = field(default_factory=list)  # ColliderSpec, possibly empty
 
@@ -72,6 +74,7 @@ class Scene:
         if not self.colliders:
             return None
         from ...solver.collisions import Colliders
+
         return Colliders([c.proxy(f"c{k}") for k, c in enumerate(self.colliders)], cloth_thickness=CLOTH_THICKNESS_M)
 
     def place_colliders(self, handler, frame: int, fps: float) -> None:
@@ -88,18 +91,24 @@ class Scene:
 
     def collider_state(self, frame: int, fps: float):
         """models.graph.ColliderState for the step from frame index ``frame`` (0-based) to ``frame + 1``."""
-        from ..graph import ColliderState, collider_state
+        from ..graph import ColliderState
+
         if not self.colliders:
             return None
         kinds = {"sphere": 1, "capsule": 2, "box": 3}
         dims = np.zeros((len(self.colliders), 3))
         for k, c in enumerate(self.colliders):
-            dims[k, :len(c.dims)] = c.dims
+            dims[k, : len(c.dims)] = c.dims
         rot = np.array([c.rotation for c in self.colliders], dtype=np.float64)
-        return ColliderState(np.array([kinds[c.kind] for c in self.colliders], dtype=np.int64), dims,
-                             np.array([c.position_at(frame / fps) for c in self.colliders]), rot,
-                             np.array([c.position_at((frame + 1) / fps) for c in self.colliders]), rot.copy(),
-                             np.full(len(self.colliders), CLOTH_THICKNESS_M))
+        return ColliderState(
+            np.array([kinds[c.kind] for c in self.colliders], dtype=np.int64),
+            dims,
+            np.array([c.position_at(frame / fps) for c in self.colliders]),
+            rot,
+            np.array([c.position_at((frame + 1) / fps) for c in self.colliders]),
+            rot.copy(),
+            np.full(len(self.colliders), CLOTH_THICKNESS_M),
+        )
 
     def pin_targets(self, frame: int, fps: float) -> np.ndarray:
         """(N,3) positions whose pinned rows are the pins' targets at the end of ``frame`` (1-based)."""
@@ -149,11 +158,12 @@ def _quat(axis, angle):
 def _clearance(spec: ColliderSpec, pts: np.ndarray) -> float:
     """Smallest signed distance from the cloth vertices to the collider surface at t = 0."""
     from ..graph import _rotate, local_closest
+
     kinds = {"sphere": 1, "capsule": 2, "box": 3}
     q = spec.rotation
     local = _rotate(np.array([q[0], -q[1], -q[2], -q[3]]), pts - spec.position)
     dims = np.zeros(3)
-    dims[:len(spec.dims)] = spec.dims
+    dims[: len(spec.dims)] = spec.dims
     return float(local_closest(kinds[spec.kind], dims, local)[0].min())
 
 
@@ -182,8 +192,14 @@ def make_colliders(seed: int, kind: str, pos: np.ndarray, collider: str | None =
         else:  # a box coming in from the side at hem height
             h = rng.uniform(0.05, 0.15, size=3)
             centre = np.array([0.0, 0.0, -length * rng.uniform(0.5, 0.9)]) + side * (radius * 1.6 + h.max() + 0.05)
-            spec = ColliderSpec("box", tuple(h), centre, -side * rng.uniform(0.1, 0.3),
-                                _quat([0, 0, 1], rng.uniform(0, np.pi)), hz=float(rng.uniform(0.3, 0.6)))
+            spec = ColliderSpec(
+                "box",
+                tuple(h),
+                centre,
+                -side * rng.uniform(0.1, 0.3),
+                _quat([0, 0, 1], rng.uniform(0, np.pi)),
+                hz=float(rng.uniform(0.3, 0.6)),
+            )
     else:
         # the cloth swings about its pinned top edge (x axis) through the plane y = 0: the collider sits
         # on the far side of that plane from the start tilt, within reach of the swing
@@ -193,20 +209,36 @@ def make_colliders(seed: int, kind: str, pos: np.ndarray, collider: str | None =
         z = -height * rng.uniform(0.45, 0.9)
         if choice == "sphere":
             r = rng.uniform(0.06, 0.18)
-            spec = ColliderSpec("sphere", (r,), np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
-                                np.zeros(3), np.array([1.0, 0, 0, 0]))
+            spec = ColliderSpec(
+                "sphere",
+                (r,),
+                np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
+                np.zeros(3),
+                np.array([1.0, 0, 0, 0]),
+            )
         elif choice == "capsule":
             r = rng.uniform(0.03, 0.08)
             hl = rng.uniform(0.1, 0.3)
             axis = np.array([1.0, rng.normal(0, 0.3), rng.normal(0, 0.5)])  # roughly along the cloth's width
             from ...solver.collisions.proxies import quaternion_between
-            spec = ColliderSpec("capsule", (r, hl), np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
-                                np.zeros(3), quaternion_between((0.0, 0.0, 1.0), axis))
+
+            spec = ColliderSpec(
+                "capsule",
+                (r, hl),
+                np.array([x, -tilt_side * (r + rng.uniform(0.0, 0.1)), z]),
+                np.zeros(3),
+                quaternion_between((0.0, 0.0, 1.0), axis),
+            )
         else:  # a box swinging in and out of the swing plane (from the far side towards the cloth)
             h = rng.uniform(0.05, 0.15, size=3)
-            spec = ColliderSpec("box", tuple(h), np.array([x, -tilt_side * (h.max() * 1.8 + rng.uniform(0.02, 0.15)), z]),
-                                np.array([0.0, tilt_side * rng.uniform(0.1, 0.3), rng.uniform(-0.05, 0.05)]),
-                                _quat([0, 0, 1], rng.uniform(-0.5, 0.5)), hz=float(rng.uniform(0.3, 0.6)))
+            spec = ColliderSpec(
+                "box",
+                tuple(h),
+                np.array([x, -tilt_side * (h.max() * 1.8 + rng.uniform(0.02, 0.15)), z]),
+                np.array([0.0, tilt_side * rng.uniform(0.1, 0.3), rng.uniform(-0.05, 0.05)]),
+                _quat([0, 0, 1], rng.uniform(-0.5, 0.5)),
+                hz=float(rng.uniform(0.3, 0.6)),
+            )
     # never overlap the cloth at the start: move the collider away from the cloth until it clears it
     if kind == "skirt":
         away = spec.position - np.array([0.0, 0.0, spec.position[2]])
@@ -228,8 +260,9 @@ def make_scene(seed: int, kind: str | None = None, size_range=(8, 16), collider:
     rng = np.random.default_rng(seed)
     kind = kind or KINDS[int(rng.integers(len(KINDS)))]
     if kind == "skirt":
-        pos, faces = _skirt(rng, int(rng.integers(12, 20)), int(rng.integers(5, 10)), rng.uniform(0.12, 0.2),
-                            rng.uniform(0.3, 0.6))
+        pos, faces = _skirt(
+            rng, int(rng.integers(12, 20)), int(rng.integers(5, 10)), rng.uniform(0.12, 0.2), rng.uniform(0.3, 0.6)
+        )
         pins = (np.abs(pos[:, 2]) < 1e-9).astype(np.float64)
     else:
         nx = int(rng.integers(*size_range))
@@ -256,14 +289,28 @@ def make_scene(seed: int, kind: str | None = None, size_range=(8, 16), collider:
     base = PRESETS[sorted(PRESETS)[int(rng.integers(len(PRESETS)))]]
     s = 10.0 ** rng.uniform(-0.5, 0.5)
     b = 10.0 ** rng.uniform(-1.0, 1.0)
-    material = replace(base, stretch_compliance_warp=base.stretch_compliance_warp * s,
-                       stretch_compliance_weft=base.stretch_compliance_weft * s,
-                       stretch_compliance_bias=base.stretch_compliance_bias * s,
-                       shear_compliance=base.shear_compliance * s, bend_compliance=base.bend_compliance * b,
-                       density_kg_m2=base.density_kg_m2 * 10.0 ** rng.uniform(-0.3, 0.3))
+    material = replace(
+        base,
+        stretch_compliance_warp=base.stretch_compliance_warp * s,
+        stretch_compliance_weft=base.stretch_compliance_weft * s,
+        stretch_compliance_bias=base.stretch_compliance_bias * s,
+        shear_compliance=base.shear_compliance * s,
+        bend_compliance=base.bend_compliance * b,
+        density_kg_m2=base.density_kg_m2 * 10.0 ** rng.uniform(-0.3, 0.3),
+    )
     v0 = rng.normal(0, 0.5, size=3)
     moving = rng.random() < 0.6
     sway = rng.normal(0, 0.15, size=3) if moving else np.zeros(3)
     sway_hz = float(rng.uniform(0.3, 1.5))
-    return Scene(seed=seed, kind=kind, rest=pos, faces=faces, pins=pins, material=material, v0=v0, sway=sway,
-                 sway_hz=sway_hz, colliders=make_colliders(seed, kind, pos, collider))
+    return Scene(
+        seed=seed,
+        kind=kind,
+        rest=pos,
+        faces=faces,
+        pins=pins,
+        material=material,
+        v0=v0,
+        sway=sway,
+        sway_hz=sway_hz,
+        colliders=make_colliders(seed, kind, pos, collider),
+    )

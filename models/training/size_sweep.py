@@ -9,6 +9,7 @@ Writes models/size_sweep.json and the "size_sweep" entry of models/metrics.json 
 card's table; rewrite the card with ``python -m models.training.card``). The shipped model is
 not touched.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,17 +21,17 @@ from pathlib import Path
 
 if __package__ in (None, "", "models.training"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "devtools"))
-    from selvedge_import import import_selvedge  # noqa: E402
+    from selvedge_import import import_selvedge
 
     import_selvedge()
-    __package__ = "selvedge.models.training"  # noqa: A001
+    __package__ = "selvedge.models.training"
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from ...solver.cloth import Cloth  # noqa: E402
-from ...solver.mesh import grid_mesh  # noqa: E402
-from ..graph import graph_from_cloth, model_inputs  # noqa: E402
-from ..runtime import DEFAULT_THREADS, LearnedModel  # noqa: E402
+from ...solver.cloth import Cloth
+from ...solver.mesh import grid_mesh
+from ..graph import graph_from_cloth, model_inputs
+from ..runtime import DEFAULT_THREADS, LearnedModel
 
 SIZES = ((8, 2), (16, 2), (16, 3), (32, 3))
 MODELS_DIR = Path(__file__).resolve().parents[1]
@@ -57,25 +58,55 @@ def main(argv=None):
     ap.add_argument("--sizes", nargs="+", default=[f"{a}x{b}" for a, b in SIZES], help="LATENTxSTEPS")
     args = ap.parse_args(argv)
     from .train import main as train_main
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for item in args.sizes:
             latent, steps = (int(v) for v in item.split("x"))
             out = Path(tmp) / f"m{latent}_{steps}.onnx"
-            m = train_main(["--minutes", str(args.minutes), "--latent", str(latent), "--steps", str(steps),
-                            "--no-card", "--out", str(out)])
-            row = {"latent": latent, "steps": steps, "parameters": m["model"]["parameters"],
-                   "iterations": m["train"]["iterations"], "train_seconds": m["train"]["seconds"],
-                   **{k: m["held_out"][k] for k in ("one_step_rms_mm_cheap", "one_step_rms_mm_cheap_plus_network",
-                                                    "one_step_residual_explained")},
-                   "onnx_ms_4k": onnx_ms(out)}
+            m = train_main(
+                [
+                    "--minutes",
+                    str(args.minutes),
+                    "--latent",
+                    str(latent),
+                    "--steps",
+                    str(steps),
+                    "--no-card",
+                    "--out",
+                    str(out),
+                ]
+            )
+            row = {
+                "latent": latent,
+                "steps": steps,
+                "parameters": m["model"]["parameters"],
+                "iterations": m["train"]["iterations"],
+                "train_seconds": m["train"]["seconds"],
+                **{
+                    k: m["held_out"][k]
+                    for k in (
+                        "one_step_rms_mm_cheap",
+                        "one_step_rms_mm_cheap_plus_network",
+                        "one_step_residual_explained",
+                    )
+                },
+                "onnx_ms_4k": onnx_ms(out),
+            }
             rows.append(row)
             print("size sweep:", row, flush=True)
-    sweep = {"vertices": 4225, "threads": DEFAULT_THREADS, "minutes_per_size": args.minutes, "rows": rows,
-             "note": (f"Each row trained from scratch for {args.minutes} min with the shipped protocol and loss (the "
-                      "shipped model got longer; its row here is a separate short run), held-out one-step position "
-                      "error; onnxruntime CPU ms/inference on a 65x65 grid without colliders, 2 threads, while the "
-                      "2-core machine was shared (absolute times inflated, ratios meaningful).")}
+    sweep = {
+        "vertices": 4225,
+        "threads": DEFAULT_THREADS,
+        "minutes_per_size": args.minutes,
+        "rows": rows,
+        "note": (
+            f"Each row trained from scratch for {args.minutes} min with the shipped protocol and loss (the "
+            "shipped model got longer; its row here is a separate short run), held-out one-step position "
+            "error; onnxruntime CPU ms/inference on a 65x65 grid without colliders, 2 threads, while the "
+            "2-core machine was shared (absolute times inflated, ratios meaningful)."
+        ),
+    }
     (MODELS_DIR / "size_sweep.json").write_text(json.dumps(sweep, indent=1))
     metrics_path = MODELS_DIR / "metrics.json"
     metrics = json.loads(metrics_path.read_text())

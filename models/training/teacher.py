@@ -11,6 +11,7 @@ r_v = (v_{t+1} - v^cheap_{t+1}) / dt. Storage: one compressed .npz
 per trajectory (float32 states x, v, x_cheap, v_cheap; float64 static data) and protocol.json with the exact numerical
 protocol (fps, substeps, iterations, solve order, bending model, seeds).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,18 +41,29 @@ PROTOCOL = {
     "solve_order": "stretch -> shear -> bend -> tethers (serial Gauss-Seidel, sweep order from pins)",
     "bending_model": "dihedral",
     "gravity_m_s2": [0.0, 0.0, -9.81],
-    "colliders": ("per scene: none / sphere / capsule / box moving sinusoidally (0.1-0.3 m, 0.3-0.6 Hz) (scenes.COLLIDER_KINDS), "
-                  "analytic proxies in a Colliders contact handler, cloth thickness 0.004 m, default friction"),
-    "target": ("r_x = (x_teacher[t+1] - x_cheap[t+1 | teacher state t]) / frame_dt^2 and "
-               "r_v = (v_teacher[t+1] - v_cheap[t+1 | teacher state t]) / frame_dt, both m/s^2"),
+    "colliders": (
+        "per scene: none / sphere / capsule / box moving sinusoidally (0.1-0.3 m, 0.3-0.6 Hz) (scenes.COLLIDER_KINDS), "
+        "analytic proxies in a Colliders contact handler, cloth thickness 0.004 m, default friction"
+    ),
+    "target": (
+        "r_x = (x_teacher[t+1] - x_cheap[t+1 | teacher state t]) / frame_dt^2 and "
+        "r_v = (v_teacher[t+1] - v_cheap[t+1 | teacher state t]) / frame_dt, both m/s^2"
+    ),
 }
 
 
 def make_cloth(scene, substeps: int, iterations: int = 1, fps: float = 24.0) -> Cloth:
     settings = SolverSettings(substeps=substeps, iterations=iterations, solve_mode="serial", fps=fps)
-    return Cloth(scene.rest, scene.faces, material=scene.material, pin_weights=scene.pins, settings=settings,
-                 options=ClothOptions(bending_model=PROTOCOL["bending_model"]),
-                 initial_velocities=np.tile(scene.v0, (len(scene.rest), 1)), contact_handler=scene.make_colliders())
+    return Cloth(
+        scene.rest,
+        scene.faces,
+        material=scene.material,
+        pin_weights=scene.pins,
+        settings=settings,
+        options=ClothOptions(bending_model=PROTOCOL["bending_model"]),
+        initial_velocities=np.tile(scene.v0, (len(scene.rest), 1)),
+        contact_handler=scene.make_colliders(),
+    )
 
 
 def generate_trajectory(seed: int, frames: int, protocol: dict = PROTOCOL, kind: str | None = None) -> dict:
@@ -74,8 +86,19 @@ def generate_trajectory(seed: int, frames: int, protocol: dict = PROTOCOL, kind:
         scene.place_colliders(teacher.contact_handler, f + 1, fps)
         teacher.step(targets)
         xs[f + 1], vs[f + 1] = teacher.x, teacher.v
-    return {"seed": seed, "kind": scene.kind, "collider": scene.collider_kind, "x": xs, "v": vs, "x_cheap": xc, "v_cheap": vc, "rest": scene.rest,
-            "faces": scene.faces, "pins": scene.pins, "material": json.dumps(asdict(scene.material))}
+    return {
+        "seed": seed,
+        "kind": scene.kind,
+        "collider": scene.collider_kind,
+        "x": xs,
+        "v": vs,
+        "x_cheap": xc,
+        "v_cheap": vc,
+        "rest": scene.rest,
+        "faces": scene.faces,
+        "pins": scene.pins,
+        "material": json.dumps(asdict(scene.material)),
+    }
 
 
 def generate(out_dir: Path, seeds, frames: int, log=print) -> list[Path]:

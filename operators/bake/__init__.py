@@ -20,21 +20,65 @@ One module per stage, in the order the data flows:
 * :mod:`.shape_keys`: keyed shape keys (:class:`ShapeKeyBake`) and their removal;
 * :mod:`.free`: Free Bake.
 """
+
 from ..errors import BakeError
 from .cache import MODIFIER_NAME, CacheBake, bake_cache
-from .colliders import (ColliderSource, armature_of, bone_capsule_poses, bone_capsules, collider_misconfiguration,
-                        collider_objects, fit_bounds, proxy_kind, read_colliders)
+from .colliders import (
+    ColliderSource,
+    armature_of,
+    bone_capsule_poses,
+    bone_capsules,
+    collider_misconfiguration,
+    collider_objects,
+    fit_bounds,
+    proxy_kind,
+    read_colliders,
+)
 from .free import free_bake
-from .scene_read import (TOPOLOGY_MODIFIERS, EvaluatedReader, cloth_objects, has_bake, misconfiguration,
-                         read_topology, resolve_cache_folder, to_object_space)
+from .scene_read import (
+    TOPOLOGY_MODIFIERS,
+    EvaluatedReader,
+    cloth_objects,
+    has_bake,
+    misconfiguration,
+    read_topology,
+    resolve_cache_folder,
+    to_object_space,
+)
 from .shape_keys import SHAPE_KEY_PREFIX, ShapeKeyBake, _fcurves, bake_shape_keys, free_shape_keys, write_shape_keys
 from .simulation import ClothRun, Simulation, last_bake_stats, simulate
 
 __all__ = [
-    "BakeError", "MODIFIER_NAME", "CacheBake", "bake_cache", "ColliderSource", "armature_of", "bone_capsule_poses",
-    "bone_capsules", "collider_misconfiguration", "collider_objects", "fit_bounds", "proxy_kind", "read_colliders",
-    "free_bake", "TOPOLOGY_MODIFIERS", "EvaluatedReader", "cloth_objects", "has_bake", "misconfiguration",
-    "read_topology", "resolve_cache_folder", "to_object_space", "SHAPE_KEY_PREFIX", "ShapeKeyBake", "_fcurves",
-    "bake_shape_keys", "free_shape_keys", "write_shape_keys", "ClothRun", "Simulation", "last_bake_stats",
+    "MODIFIER_NAME",
+    "SHAPE_KEY_PREFIX",
+    "TOPOLOGY_MODIFIERS",
+    "BakeError",
+    "CacheBake",
+    "ClothRun",
+    "ColliderSource",
+    "EvaluatedReader",
+    "ShapeKeyBake",
+    "Simulation",
+    "_fcurves",
+    "armature_of",
+    "bake_cache",
+    "bake_shape_keys",
+    "bone_capsule_poses",
+    "bone_capsules",
+    "cloth_objects",
+    "collider_misconfiguration",
+    "collider_objects",
+    "fit_bounds",
+    "free_bake",
+    "free_shape_keys",
+    "has_bake",
+    "last_bake_stats",
+    "misconfiguration",
+    "proxy_kind",
+    "read_colliders",
+    "read_topology",
+    "resolve_cache_folder",
     "simulate",
+    "to_object_space",
+    "write_shape_keys",
 ]

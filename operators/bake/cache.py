@@ -5,6 +5,7 @@ JSON sidecar replace the destination only when every object baked (atomic writes
 modifier is set up by :func:`~..mesh_cache.configure_mesh_cache` (the playback contract the farm's
 render step uses too).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,8 +40,9 @@ class CacheBake:
         self.writers: list[PC2Writer] = []
         try:
             for stem, obj in zip(self.stems, objects):
-                self.writers.append(PC2Writer(self.folder / f"{stem}.pc2", num_points=len(obj.data.vertices),
-                                              start_frame=first))
+                self.writers.append(
+                    PC2Writer(self.folder / f"{stem}.pc2", num_points=len(obj.data.vertices), start_frame=first)
+                )
             self.sim = Simulation(context, lambda i, _s, x: self.writers[i].write_frame(x), log)
         except BaseException:
             self._abort_writers()  # a Simulation that failed has closed itself
@@ -74,12 +76,21 @@ class CacheBake:
             # A PC2 without its sidecar is still usable; a stray sidecar is harmless.
             sidecars = []
             for run, stem in zip(sim.runs, self.stems):
-                extra = {"solver_version": solver.__version__, "object": run.obj.name, "frame_start": first,
-                         "frame_end": last, "num_points": run.reader.n, "pc2": f"{stem}.pc2",
-                         "warnings": run.warnings}
+                extra = {
+                    "solver_version": solver.__version__,
+                    "object": run.obj.name,
+                    "frame_start": first,
+                    "frame_end": last,
+                    "num_points": run.reader.n,
+                    "pc2": f"{stem}.pc2",
+                    "warnings": run.warnings,
+                }
                 if run.coupling is not None:
-                    extra["network"] = {"mode": run.coupling.mode, "events": list(run.coupling.events),
-                                        "frames": [r.to_dict() for r in run.coupling.history]}
+                    extra["network"] = {
+                        "mode": run.coupling.mode,
+                        "events": list(run.coupling.events),
+                        "frames": [r.to_dict() for r in run.coupling.history],
+                    }
                 sidecars.append(write_sidecar(self.folder / f"{stem}.json", run.settings, run.cloth.history, extra))
             paths = [w.close() for w in self.writers]
         except BaseException:

@@ -8,6 +8,7 @@ combination, closed-mesh orientation) is the solver's: ``solver.collisions.combi
 and ``solver.collisions.orient_closed_mesh``; quaternions are ``solver.transforms``. Lengths
 are scaled by the scene's unit scale; thicknesses are metres.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -36,15 +37,19 @@ def proxy_kind(obj) -> str:
     s = obj.selvedge
     if s.fit_capsules_to_bones:
         if armature_of(obj) is None:
-            raise BakeError(f"collider {obj.name}: 'Fit Capsules to Bones' is on but the object has no Armature "
-                            "modifier (or armature parent) with an armature object; rig it or turn the option off")
+            raise BakeError(
+                f"collider {obj.name}: 'Fit Capsules to Bones' is on but the object has no Armature "
+                "modifier (or armature parent) with an armature object; rig it or turn the option off"
+            )
         return "BONES"
     kind = s.collider_proxy
     if kind == "AUTO":
         return "MESH" if obj.type == "MESH" else "BOX"
     if kind == "MESH" and obj.type != "MESH":
-        raise BakeError(f"collider {obj.name} is not a mesh (type {obj.type}) so it cannot use the Mesh proxy; "
-                        "pick Sphere, Capsule, Box or Plane")
+        raise BakeError(
+            f"collider {obj.name} is not a mesh (type {obj.type}) so it cannot use the Mesh proxy; "
+            "pick Sphere, Capsule, Box or Plane"
+        )
     return kind
 
 
@@ -107,9 +112,11 @@ def fit_bounds(kind: str, obj_eval) -> dict:
         fit["half_length"] = float(max(half[2] - fit["radius"], 0.0))
     elif kind == "BOX":
         fit["half_extents"] = half
-    if kind in ("SPHERE", "CAPSULE") and not fit["radius"] > 0.0 or kind == "BOX" and not (half > 0.0).all():
-        raise BakeError(f"collider {obj_eval.name}: its bounds are flat or empty ({2 * half} world units), so a "
-                        f"{kind.lower()} cannot be fitted; use the Plane or Mesh proxy")
+    if (kind in ("SPHERE", "CAPSULE") and not fit["radius"] > 0.0) or (kind == "BOX" and not (half > 0.0).all()):
+        raise BakeError(
+            f"collider {obj_eval.name}: its bounds are flat or empty ({2 * half} world units), so a "
+            f"{kind.lower()} cannot be fitted; use the Plane or Mesh proxy"
+        )
     return fit
 
 
@@ -158,8 +165,10 @@ def bone_capsules(obj) -> tuple[bpy.types.Object, list[dict], list[str]]:
             continue
         capsules.append({"bone": name, "radius": radius, "length": length})
     if not capsules:
-        raise BakeError(f"{obj.name}: no deform bone of {armature.name} has vertices weighted to it; weight-paint "
-                        "the mesh (vertex groups named after the bones) or turn 'Fit Capsules to Bones' off")
+        raise BakeError(
+            f"{obj.name}: no deform bone of {armature.name} has vertices weighted to it; weight-paint "
+            "the mesh (vertex groups named after the bones) or turn 'Fit Capsules to Bones' off"
+        )
     return armature, capsules, warnings
 
 
@@ -210,15 +219,20 @@ class ColliderSource:
             finally:
                 obj_eval.to_mesh_clear()
             if self.triangles.size == 0:
-                raise BakeError(f"collider {obj.name}: the mesh has no faces, so the cloth has nothing to collide "
-                                "with; add faces or use a Sphere, Capsule, Box or Plane proxy")
+                raise BakeError(
+                    f"collider {obj.name}: the mesh has no faces, so the cloth has nothing to collide "
+                    "with; add faces or use a Sphere, Capsule, Box or Plane proxy"
+                )
             self.triangles = self.triangles.reshape(-1, 3)
             self._buffer = np.empty(3 * self.n, dtype=np.float32)
             self._tri_buffer = np.empty(self.triangles.size, dtype=np.int32)
             self.names = [obj.name]
         else:
-            self.fit = fit_bounds(self.kind, obj_eval) if self.kind != "PLANE" else {
-                "center": np.zeros(3), "scale": _decompose(obj_eval.matrix_world)[2]}
+            self.fit = (
+                fit_bounds(self.kind, obj_eval)
+                if self.kind != "PLANE"
+                else {"center": np.zeros(3), "scale": _decompose(obj_eval.matrix_world)[2]}
+            )
             self.names = [obj.name]
         self.frame = None
         self.read(depsgraph)
@@ -246,7 +260,8 @@ class ColliderSource:
                         f"collider {self.name}: its evaluated mesh changed topology at frame {frame} ({self.n} "
                         f"vertices, {self.triangles.shape[0]} triangles at the first frame; {n} and {t} now); a "
                         "Mesh proxy needs a fixed topology: apply or move modifiers that add or remove geometry, or "
-                        "use an analytic proxy")
+                        "use an analytic proxy"
+                    )
                 mesh.vertices.foreach_get("co", self._buffer)
             finally:
                 obj_eval.to_mesh_clear()
@@ -261,37 +276,64 @@ class ColliderSource:
 
     def _check_scale(self, scale, scale0, frame, what):
         if frame is not None and not np.allclose(scale, scale0, rtol=1e-6, atol=1e-9):
-            raise BakeError(f"collider {self.name}: the {what} scale changes during the bake (frame {frame}: "
-                            f"{tuple(np.round(scale, 6))}, first frame {tuple(np.round(scale0, 6))}); analytic "
-                            "proxies keep their size, so animate location and rotation only or use the Mesh proxy")
+            raise BakeError(
+                f"collider {self.name}: the {what} scale changes during the bake (frame {frame}: "
+                f"{tuple(np.round(scale, 6))}, first frame {tuple(np.round(scale0, 6))}); analytic "
+                "proxies keep their size, so animate location and rotation only or use the Mesh proxy"
+            )
 
     def proxies(self, cloth_friction_static: float, cloth_friction_kinetic: float) -> list:
-        """Fresh solver proxies (metres) at the pose last read, for one cloth.
+        """Solver proxies (metres) at the pose last read, for one cloth (a mesh's is shared, see below).
 
         Friction: ``solver.collisions.combined_friction`` of the collider's and the cloth's
         coefficients; a closed mesh is wound outwards and one-sided (``orient_closed_mesh``).
         """
-        from ...solver.collisions import (Box, Capsule, Plane, Sphere, TriangleMesh, combined_friction,
-                                          orient_closed_mesh)
+        from ...solver.collisions import (
+            Box,
+            Capsule,
+            Plane,
+            Sphere,
+            TriangleMesh,
+            combined_friction,
+            orient_closed_mesh,
+        )
 
         u = self.unit
         mu_s, mu_k = combined_friction(self.friction, cloth_friction_static, cloth_friction_kinetic)
         common = {"thickness": self.thickness, "friction_static": mu_s, "friction_kinetic": mu_k}
         if self.kind == "MESH":
-            triangles, one_sided = orient_closed_mesh(self.vertices, self.triangles)
-            return [TriangleMesh(self.vertices * u, triangles, name=self.name, one_sided=one_sided, **common)]
+            # one proxy per collider for every cloth, each with its friction: the body's data (spheres,
+            # grids, a standing body's cell lists) is then built once for all (solver.collisions.mesh_body)
+            vertices = self.vertices * u
+            shared = getattr(self, "_mesh_proxy", None)
+            if shared is None or not np.array_equal(shared.vertices, vertices):
+                triangles, one_sided = orient_closed_mesh(self.vertices, self.triangles)
+                shared = self._mesh_proxy = TriangleMesh(
+                    vertices, triangles, name=self.name, one_sided=one_sided, **common
+                )
+            return [shared.with_friction(mu_s, mu_k)]
         if self.kind == "BONES":
             s0 = [float(np.abs(s).max()) for s in self.scale0]
-            return [Capsule(c["radius"] * s * u, 0.5 * c["length"] * s * u, name=name, position=p * u, rotation=q,
-                            **common) for c, s, name, (p, q) in zip(self.capsules, s0, self.names, self.poses)]
-        (p, q), = self.poses
+            return [
+                Capsule(c["radius"] * s * u, 0.5 * c["length"] * s * u, name=name, position=p * u, rotation=q, **common)
+                for c, s, name, (p, q) in zip(self.capsules, s0, self.names, self.poses)
+            ]
+        ((p, q),) = self.poses
         if self.kind == "PLANE":
             return [Plane(name=self.name, position=p * u, rotation=q, **common)]
         if self.kind == "SPHERE":
             return [Sphere(self.fit["radius"] * u, name=self.name, position=p * u, rotation=q, **common)]
         if self.kind == "CAPSULE":
-            return [Capsule(self.fit["radius"] * u, self.fit["half_length"] * u, name=self.name, position=p * u,
-                            rotation=q, **common)]
+            return [
+                Capsule(
+                    self.fit["radius"] * u,
+                    self.fit["half_length"] * u,
+                    name=self.name,
+                    position=p * u,
+                    rotation=q,
+                    **common,
+                )
+            ]
         return [Box(self.fit["half_extents"] * u, name=self.name, position=p * u, rotation=q, **common)]
 
     def apply(self, colliders) -> None:

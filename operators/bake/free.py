@@ -1,4 +1,5 @@
 """Free Bake: remove what bakes created on an object (modifier, cache files, shape keys) and nothing else."""
+
 from __future__ import annotations
 
 from pathlib import Path

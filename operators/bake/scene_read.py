@@ -4,6 +4,7 @@ The first stage of a bake (:mod:`.colliders` -> :mod:`.simulation` -> :mod:`.cac
 :mod:`.shape_keys`). Setup-time reads walk vertex groups once; per-frame reads
 (:class:`EvaluatedReader`) are one ``foreach_get`` per object, never a loop over vertices.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ def resolve_cache_folder(scene) -> Path:
     if not setting:
         raise BakeError("the cache folder is empty; set Scene > Selvedge > Cache Folder")
     if setting.startswith("//") and not bpy.data.filepath:
-        raise BakeError(f"the cache folder {setting!r} is relative to the .blend file, which is not saved yet; "
-                        "save the file or choose an absolute folder")
+        raise BakeError(
+            f"the cache folder {setting!r} is relative to the .blend file, which is not saved yet; "
+            "save the file or choose an absolute folder"
+        )
     folder = Path(bpy.path.abspath(setting))
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -79,8 +82,25 @@ def _uv_layer(obj):
 
 
 #: Modifier types that change the vertex count, so a cloth cannot sit on top of them.
-TOPOLOGY_MODIFIERS = {"SUBSURF", "MULTIRES", "MIRROR", "ARRAY", "SOLIDIFY", "BEVEL", "DECIMATE", "REMESH",
-                      "TRIANGULATE", "WELD", "EDGE_SPLIT", "BOOLEAN", "SKIN", "SCREW", "WIREFRAME", "MASK", "BUILD"}
+TOPOLOGY_MODIFIERS = {
+    "SUBSURF",
+    "MULTIRES",
+    "MIRROR",
+    "ARRAY",
+    "SOLIDIFY",
+    "BEVEL",
+    "DECIMATE",
+    "REMESH",
+    "TRIANGULATE",
+    "WELD",
+    "EDGE_SPLIT",
+    "BOOLEAN",
+    "SKIN",
+    "SCREW",
+    "WIREFRAME",
+    "MASK",
+    "BUILD",
+}
 
 
 def misconfiguration(obj) -> list[tuple[str, str]]:
@@ -174,7 +194,8 @@ class EvaluatedReader:
             if len(mesh.vertices) != self.n:
                 raise BakeError(
                     f"{self.obj.name}: its modifiers change the vertex count ({self.n} -> {len(mesh.vertices)}); "
-                    "move topology-changing modifiers (Subdivision, Mirror, ...) after the cloth or apply them")
+                    "move topology-changing modifiers (Subdivision, Mirror, ...) after the cloth or apply them"
+                )
             mesh.vertices.foreach_get("co", self._buffer)
         finally:
             obj_eval.to_mesh_clear()
@@ -186,4 +207,3 @@ class EvaluatedReader:
 def to_object_space(world: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """World-space (N,3) positions into the space of an object with world matrix ``matrix``."""
     return (world - matrix[:3, 3]) @ np.linalg.inv(matrix[:3, :3]).T
-

@@ -4,6 +4,7 @@ Frames are kept in memory and the object is only edited by :meth:`ShapeKeyBake.f
 bake added to the animation data (animation data, action, slot in Blender 4.4+) is recorded on the
 object, so :func:`free_shape_keys` removes exactly that and nothing the user made.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,19 +39,27 @@ def _animation_state(id_data) -> dict:
     anim = id_data.animation_data
     action = anim.action if anim is not None else None
     slot = getattr(anim, "action_slot", None) if action is not None else None
-    return {"animdata": anim is not None, "action": action.name if action else "",
-            "slot": slot.identifier if slot is not None else "",
-            "actions": [a.name for a in bpy.data.actions],
-            "slots": [s.identifier for s in getattr(action, "slots", ())] if action else []}
+    return {
+        "animdata": anim is not None,
+        "action": action.name if action else "",
+        "slot": slot.identifier if slot is not None else "",
+        "actions": [a.name for a in bpy.data.actions],
+        "slots": [s.identifier for s in getattr(action, "slots", ())] if action else [],
+    }
 
 
 def _animation_added(before: dict, id_data) -> dict:
     """What keyframing added: animation data, a new action, or a new slot in a shared action."""
     after = _animation_state(id_data)
-    return {"animdata_created": not before["animdata"], "action": after["action"],
-            "action_created": bool(after["action"]) and after["action"] not in before["actions"],
-            "slot": after["slot"], "slot_created": bool(after["slot"]) and after["slot"] not in before["slots"]
-            and after["action"] in before["actions"]}
+    return {
+        "animdata_created": not before["animdata"],
+        "action": after["action"],
+        "action_created": bool(after["action"]) and after["action"] not in before["actions"],
+        "slot": after["slot"],
+        "slot_created": bool(after["slot"])
+        and after["slot"] not in before["slots"]
+        and after["action"] in before["actions"],
+    }
 
 
 def _remove_added_animation(id_data, added: dict) -> None:

@@ -5,20 +5,33 @@ Sits between the scene read (:mod:`.scene_read`, :mod:`.colliders`) and the writ
 ``on_frame``. Failures raise :class:`~..errors.BakeError` (or a solver ``SelvedgeError``) and leave
 the scene, the frame and any previous result as they were (:meth:`Simulation.close`).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import bpy
 
 from ..errors import BakeError
-from ..scene_to_solver import (CLOTH_KEYS, SCENE_KEYS, frame_range, material_from_settings, options_from_settings,
-                               settings_dict, solver_settings_from_scene)
+from ..scene_to_solver import (
+    CLOTH_KEYS,
+    SCENE_KEYS,
+    aerodynamics_from_settings,
+    frame_range,
+    material_from_settings,
+    options_from_settings,
+    pressure_from_settings,
+    settings_dict,
+    sewing_from_settings,
+    shrink_from_settings,
+    solver_settings_from_scene,
+)
 from .colliders import collider_objects, proxy_kind, read_colliders
+from .fields import group_weights, loose_edge_pairs, read_force_fields, scene_gravity
 from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
 
 if TYPE_CHECKING:  # imported when a bake starts (Numba loads with the solver)
@@ -94,6 +107,7 @@ class Simulation:
         self.last_ms = 0.0
         self.last_strain = 0.0
         self.runs: list[ClothRun] = []
+        self._groups: dict = {}
         try:
             scene.frame_set(self.first)
             depsgraph = context.evaluated_depsgraph_get()
@@ -104,23 +118,49 @@ class Simulation:
                 rest, matrix = reader.world_positions(depsgraph)
                 material = material_from_settings(obj.selvedge)
                 options = options_from_settings(obj.selvedge)
+                s = obj.selvedge
+                settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
+                fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)
+                warnings += field_warnings
                 try:
                     contacts = self._contacts(obj, material, triangles)
-                    cloth = solver.Cloth(rest * self.unit, triangles, material=material, options=options,
-                                         settings=solver_settings, pin_weights=pins, uvs=uvs, weight_maps=weight_maps,
-                                         contact_handler=contacts)
+                    shrink_group = group_weights(obj, s.vertex_group_shrink, "shrinking group")
+                    pressure_group = group_weights(obj, s.vertex_group_pressure, "pressure group")
+                    cloth = solver.Cloth(
+                        rest * self.unit,
+                        triangles,
+                        material=material,
+                        options=options,
+                        settings=settings_obj,
+                        pin_weights=pins,
+                        uvs=uvs,
+                        weight_maps=weight_maps,
+                        contact_handler=contacts,
+                        force_fields=fields,
+                        aerodynamics=aerodynamics_from_settings(s),
+                        shrink=shrink_from_settings(s, shrink_group),
+                        pressure=pressure_from_settings(s, pressure_group),
+                        sewing=sewing_from_settings(s, loose_edge_pairs(obj)),
+                    )
                 except solver.ClothInputError as error:
                     raise BakeError(f"{obj.name}: {error}") from None
+                self._groups[obj.name] = (shrink_group, pressure_group)
                 coupling = self._coupling(cloth, scene.selvedge.network_mode, obj.name)
                 warnings += cloth.warnings
                 if contacts is not None:
                     warnings += contacts.warnings
                 for source in self.colliders:
                     warnings += source.warnings
-                settings = {"object": settings_dict(obj.selvedge, CLOTH_KEYS),
-                            "scene": settings_dict(scene.selvedge, SCENE_KEYS), "material": asdict(material),
-                            "options": asdict(options), "bending_model": cloth.bending_model,
-                            "solver": asdict(solver_settings), "colliders": [c.describe() for c in self.colliders]}
+                settings = {
+                    "object": settings_dict(obj.selvedge, CLOTH_KEYS),
+                    "scene": settings_dict(scene.selvedge, SCENE_KEYS),
+                    "material": asdict(material),
+                    "options": asdict(options),
+                    "bending_model": cloth.bending_model,
+                    "solver": asdict(settings_obj),
+                    "colliders": [c.describe() for c in self.colliders],
+                    "features": cloth.feature_settings(),
+                }
                 self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts, coupling))
                 on_frame(len(self.runs) - 1, 0, to_object_space(rest, matrix))
             context.window_manager.progress_begin(0, max(self.total, 1))
@@ -155,8 +195,27 @@ class Simulation:
         self_collision = SelfCollision() if obj.selvedge.use_self_collision else None
         if not proxies and self_collision is None:
             return None
-        return Colliders(proxies, cloth_thickness=material.thickness_m, self_collision=self_collision,
-                         cloth_triangles=triangles if self_collision is not None else None)
+        return Colliders(
+            proxies,
+            cloth_thickness=material.thickness_m,
+            self_collision=self_collision,
+            cloth_triangles=triangles if self_collision is not None else None,
+        )
+
+    def _update_features(self, run, depsgraph) -> None:
+        """Animated fields, gravity, aerodynamics, shrinking and pressure at this frame."""
+        s = run.obj.selvedge
+        fields, _ = read_force_fields(self.scene, depsgraph, run.obj, self.unit)
+        run.cloth.force_fields = fields
+        run.cloth.settings.gravity_m_s2 = scene_gravity(self.scene, s)
+        run.cloth.aerodynamics = aerodynamics_from_settings(s)
+        shrink_group, pressure_group = self._groups[run.obj.name]
+        shrink = shrink_from_settings(s, shrink_group)
+        if (shrink.shrink_min, shrink.shrink_max) != (run.cloth.shrink.shrink_min, run.cloth.shrink.shrink_max):
+            run.cloth.set_shrink(shrink)
+        pressure = pressure_from_settings(s, pressure_group)
+        if pressure is not None:
+            run.cloth.set_pressure(pressure)
 
     @property
     def finished(self) -> bool:
@@ -183,6 +242,7 @@ class Simulation:
                         source.apply(run.contacts)
                 targets, matrix = run.reader.world_positions(depsgraph)
                 try:
+                    self._update_features(run, depsgraph)
                     if run.coupling is None:
                         diag = run.cloth.step(pin_targets=targets * self.unit)
                     else:
@@ -202,8 +262,9 @@ class Simulation:
         self.done += 1
         self.last_ms = 1e3 * (time.perf_counter() - t0)
         self.last_strain = strain
-        self.log(f"Selvedge: frame {frame} ({self.done}/{self.total}), {self.last_ms:.1f} ms, "
-                 f"max strain {100 * strain:.2f}%")
+        self.log(
+            f"Selvedge: frame {frame} ({self.done}/{self.total}), {self.last_ms:.1f} ms, max strain {100 * strain:.2f}%"
+        )
         self.context.window_manager.progress_update(self.done)
         if self.finished:
             self.close()
@@ -238,8 +299,10 @@ def check_objects(scene) -> list:
         read_topology(obj)  # fail on bad input before anything touches the disk or the scene
     for obj in collider_objects(scene):
         if proxy_kind(obj) == "MESH" and len(obj.data.polygons) == 0 and not obj.modifiers:
-            raise BakeError(f"collider {obj.name}: the mesh has no faces, so the cloth has nothing to collide "
-                            "with; add faces or use a Sphere, Capsule, Box or Plane proxy")
+            raise BakeError(
+                f"collider {obj.name}: the mesh has no faces, so the cloth has nothing to collide "
+                "with; add faces or use a Sphere, Capsule, Box or Plane proxy"
+            )
     frame_range(scene.selvedge, scene.frame_start, scene.frame_end)
     return objects
 
@@ -270,9 +333,13 @@ def last_bake_stats(obj) -> dict | None:
             last = frames[-1] if frames else {}
             _STATS_CACHE.clear()
             _STATS_CACHE[key] = {
-                "frames": len(frames), "frame_start": doc["frame_start"], "frame_end": doc["frame_end"],
-                "strain_max": last.get("strain_max", 0.0), "strain_p95": last.get("strain_p95", 0.0),
-                "ms_per_frame": last.get("timings_ms", {}).get("total", 0.0)}
+                "frames": len(frames),
+                "frame_start": doc["frame_start"],
+                "frame_end": doc["frame_end"],
+                "strain_max": last.get("strain_max", 0.0),
+                "strain_p95": last.get("strain_p95", 0.0),
+                "ms_per_frame": last.get("timings_ms", {}).get("total", 0.0),
+            }
         except (OSError, ValueError, KeyError):
             return None
     return _STATS_CACHE[key]

@@ -8,9 +8,34 @@ Usage::
     contacts.set_transform("head", position, quaternion_wxyz)   # pose at the end of the next frame
     cloth.step()
 """
-from .colliders import Colliders, SelfCollision
-from .proxies import (Box, Capsule, Collider, Plane, SDFGrid, Sphere, TriangleMesh, combined_friction,
-                      orient_closed_mesh, quaternion_axis_angle, quaternion_between)
 
-__all__ = ["Colliders", "SelfCollision", "Box", "Capsule", "Collider", "Plane", "SDFGrid", "Sphere", "TriangleMesh",
-           "combined_friction", "orient_closed_mesh", "quaternion_axis_angle", "quaternion_between"]
+from .colliders import Colliders, SelfCollision
+from .proxies import (
+    Box,
+    Capsule,
+    Collider,
+    Plane,
+    SDFGrid,
+    Sphere,
+    TriangleMesh,
+    combined_friction,
+    orient_closed_mesh,
+    quaternion_axis_angle,
+    quaternion_between,
+)
+
+__all__ = [
+    "Box",
+    "Capsule",
+    "Collider",
+    "Colliders",
+    "Plane",
+    "SDFGrid",
+    "SelfCollision",
+    "Sphere",
+    "TriangleMesh",
+    "combined_friction",
+    "orient_closed_mesh",
+    "quaternion_axis_angle",
+    "quaternion_between",
+]

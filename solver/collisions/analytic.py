@@ -3,6 +3,7 @@
 Proxies are rows of ``kind`` / ``dims`` / transform arrays; quaternions are (w, x, y, z) and rotate
 local to world; the transform is interpolated inside the frame (lerp position, slerp rotation).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,12 +16,12 @@ from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .contacts import emit_contact
 
-
 PLANE = 0
 SPHERE = 1
 CAPSULE = 2
 BOX = 3
 SDF = 4  # signed distance grid (SDFGrid): own kernels, see sdf_narrow_phase
+
 
 # ----------------------------------------------------------------------------------------------
 # Rigid transforms: lerp position, slerp rotation.
@@ -31,9 +32,7 @@ def quat_rotate(qw, qx, qy, qz, vx, vy, vz):
     tx = 2.0 * (qy * vz - qz * vy)
     ty = 2.0 * (qz * vx - qx * vz)
     tz = 2.0 * (qx * vy - qy * vx)
-    return (vx + qw * tx + (qy * tz - qz * ty),
-            vy + qw * ty + (qz * tx - qx * tz),
-            vz + qw * tz + (qx * ty - qy * tx))
+    return (vx + qw * tx + (qy * tz - qz * ty), vy + qw * ty + (qz * tx - qx * tz), vz + qw * tz + (qx * ty - qy * tx))
 
 
 @njit(inline="always", **_JIT)
@@ -75,8 +74,9 @@ def poses_at(t, pos0, rot0, pos1, rot1):
     """(K, 7) array of every proxy's :func:`transform_at` at frame fraction t."""
     out = np.empty((pos0.shape[0], 7))
     for k in range(pos0.shape[0]):
-        out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5], out[k, 6] = transform_at(k, t, pos0, rot0,
-                                                                                                   pos1, rot1)
+        out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5], out[k, 6] = transform_at(
+            k, t, pos0, rot0, pos1, rot1
+        )
     return out
 
 
@@ -89,9 +89,10 @@ def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, 
     n0, n1, n2 = quat_rotate(pe[3], pe[4], pe[5], pe[6], nl0, nl1, nl2)
     q0, q1, q2 = _local_to_world(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], ql0, ql1, ql2)
     C = n0 * (x_pred[i, 0] - q0) + n1 * (x_pred[i, 1] - q1) + n2 * (x_pred[i, 2] - q2) - radius
-    travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                  + (x_pred[i, 2] - x_start[i, 2]) ** 2)
-    if C > travel + radius:
+    travel = sqrt(
+        (x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2 + (x_pred[i, 2] - x_start[i, 2]) ** 2
+    )
+    if travel + radius < C:
         return False
     b0, b1, b2 = _local_to_world(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ql0, ql1, ql2)
     res[m, 0], res[m, 1], res[m, 2] = n0, n1, n2
@@ -101,17 +102,54 @@ def stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, 
 
 
 @njit(inline="always", **_JIT)
-def emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
-                         c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
+def emit_staged_contacts(
+    hit,
+    res,
+    cand_vertex,
+    cand_proxy,
+    n_cand,
+    cloth_thickness,
+    skin,
+    mu_s,
+    mu_k,
+    c_vertex,
+    c_normal,
+    c_point,
+    c_radius,
+    c_disp,
+    c_mu_s,
+    c_mu_k,
+    offset,
+):
     """The rows staged by :func:`stage_rigid_contact` (``hit[m]``), in candidate order from row
     ``offset``, with their proxy's radius and friction. Returns the new row count."""
     count = offset
     for m in range(n_cand):
         if hit[m]:
             k = cand_proxy[m]
-            count = emit_contact(count, cand_vertex[m], res[m, 0], res[m, 1], res[m, 2], res[m, 3], res[m, 4],
-                                 res[m, 5], cloth_thickness + skin[k], res[m, 6], res[m, 7], res[m, 8], mu_s[k],
-                                 mu_k[k], c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k)
+            count = emit_contact(
+                count,
+                cand_vertex[m],
+                res[m, 0],
+                res[m, 1],
+                res[m, 2],
+                res[m, 3],
+                res[m, 4],
+                res[m, 5],
+                cloth_thickness + skin[k],
+                res[m, 6],
+                res[m, 7],
+                res[m, 8],
+                mu_s[k],
+                mu_k[k],
+                c_vertex,
+                c_normal,
+                c_point,
+                c_radius,
+                c_disp,
+                c_mu_s,
+                c_mu_k,
+            )
     return count
 
 
@@ -168,8 +206,9 @@ def local_closest(kind, a, b, c, px, py, pz):
 def local_closest_points(kind, dims, points, phi, closest):
     """:func:`local_closest` of one shape at local points (P,3): fills phi (P,) and closest (P,3)."""
     for i in range(points.shape[0]):
-        d, _, _, _, qx, qy, qz = local_closest(kind, dims[0], dims[1], dims[2], points[i, 0], points[i, 1],
-                                               points[i, 2])
+        d, _, _, _, qx, qy, qz = local_closest(
+            kind, dims[0], dims[1], dims[2], points[i, 0], points[i, 1], points[i, 2]
+        )
         phi[i] = d
         closest[i, 0] = qx
         closest[i, 1] = qy
@@ -191,8 +230,24 @@ def _local_to_world(px, py, pz, qw, qx, qy, qz, l0, l1, l2):
 # Analytic broad phase (per frame) and narrow phase (per substep).
 # ----------------------------------------------------------------------------------------------
 @njit(**_JIT)
-def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness, kind, dims, pos0, rot0, pos1,
-                         rot1, skin, bound_radius, out_vertex, out_proxy):
+def analytic_broad_phase(
+    x,
+    v,
+    inv_mass,
+    frame_dt,
+    extra_margin,
+    cloth_thickness,
+    kind,
+    dims,
+    pos0,
+    rot0,
+    pos1,
+    rot1,
+    skin,
+    bound_radius,
+    out_vertex,
+    out_proxy,
+):
     """Vertex-proxy pairs that may touch this frame; returns their count.
 
     A vertex may travel ``|v| frame_dt + extra_margin`` (a sphere around it); a finite proxy
@@ -201,8 +256,11 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
     """
     count = 0
     n = x.shape[0]
-    poses = (poses_at(0.0, pos0, rot0, pos1, rot1), poses_at(0.5, pos0, rot0, pos1, rot1),
-             poses_at(1.0, pos0, rot0, pos1, rot1))
+    poses = (
+        poses_at(0.0, pos0, rot0, pos1, rot1),
+        poses_at(0.5, pos0, rot0, pos1, rot1),
+        poses_at(1.0, pos0, rot0, pos1, rot1),
+    )
     for i in range(n):
         if inv_mass[i] == 0.0:
             continue
@@ -214,8 +272,9 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
             if kind[k] == PLANE:
                 for step in range(3):
                     p = poses[step]
-                    lz = _world_to_local(p[k, 0], p[k, 1], p[k, 2], p[k, 3], p[k, 4], p[k, 5], p[k, 6], x[i, 0],
-                                         x[i, 1], x[i, 2])[2]
+                    lz = _world_to_local(
+                        p[k, 0], p[k, 1], p[k, 2], p[k, 3], p[k, 4], p[k, 5], p[k, 6], x[i, 0], x[i, 1], x[i, 2]
+                    )[2]
                     if lz < reach:
                         hit = True
             else:
@@ -237,9 +296,36 @@ def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness
 
 
 @njit(**_JIT_PARALLEL)
-def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, t_start, t_end, kind, dims,
-                          pos0, rot0, pos1, rot1, skin, mu_s, mu_k, cloth_thickness, hit, res, c_vertex, c_normal,
-                          c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
+def analytic_narrow_phase(
+    x_start,
+    x_pred,
+    inv_mass,
+    cand_vertex,
+    cand_proxy,
+    n_cand,
+    t_start,
+    t_end,
+    kind,
+    dims,
+    pos0,
+    rot0,
+    pos1,
+    rot1,
+    skin,
+    mu_s,
+    mu_k,
+    cloth_thickness,
+    hit,
+    res,
+    c_vertex,
+    c_normal,
+    c_point,
+    c_radius,
+    c_disp,
+    c_mu_s,
+    c_mu_k,
+    offset,
+):
     """Contacts of this substep from the broad-phase candidates, written from row ``offset``.
 
     The collider is placed at ``t_end`` (the substep end, where the prediction is). A vertex
@@ -260,20 +346,39 @@ def analytic_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_
         if inv_mass[i] == 0.0 or kind[k] == SDF:  # signed distance grids: sdf_narrow_phase
             continue
         pe, ps = end_pose[k], start_pose[k]
-        l0, l1, l2 = _world_to_local(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1],
-                                     x_pred[i, 2])
+        l0, l1, l2 = _world_to_local(
+            pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
+        )
         phi, nl0, nl1, nl2, ql0, ql1, ql2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], l0, l1, l2)
         if phi < 0.0:
-            s0, s1, s2 = _world_to_local(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0],
-                                         x_start[i, 1], x_start[i, 2])
-            phi_s, mn0, mn1, mn2, mq0, mq1, mq2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], s0, s1,
-                                                                s2)
+            s0, s1, s2 = _world_to_local(
+                ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0], x_start[i, 1], x_start[i, 2]
+            )
+            phi_s, mn0, mn1, mn2, mq0, mq1, mq2 = local_closest(kind[k], dims[k, 0], dims[k, 1], dims[k, 2], s0, s1, s2)
             if phi_s >= 0.0:
                 nl0, nl1, nl2, ql0, ql1, ql2 = mn0, mn1, mn2, mq0, mq1, mq2
-        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2,
-                                     cloth_thickness + skin[k], res)
-    return emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
-                                c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset)
+        hit[m] = stage_rigid_contact(
+            m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2, cloth_thickness + skin[k], res
+        )
+    return emit_staged_contacts(
+        hit,
+        res,
+        cand_vertex,
+        cand_proxy,
+        n_cand,
+        cloth_thickness,
+        skin,
+        mu_s,
+        mu_k,
+        c_vertex,
+        c_normal,
+        c_point,
+        c_radius,
+        c_disp,
+        c_mu_s,
+        c_mu_k,
+        offset,
+    )
 
 
 @njit(**_JIT)

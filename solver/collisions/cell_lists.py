@@ -11,6 +11,7 @@ answer is the closest triangle of the whole mesh. Cells farther than ``list_band
 get no list (``reach`` -1); a vertex there that needs a scan falls back to a candidate list of
 its own (the narrow phase's re-query).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,9 @@ REACH_SLACK_M = 1e-9
 
 
 @njit(**_JIT)
-def _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, i_lo, i_hi, t_first, cells, faces,
-                dists, count):
+def _cell_pairs(
+    verts, tris, center, rad, origin, spacing, shape, reach, grow, i_lo, i_hi, t_first, cells, faces, dists, count
+):
     """(cell, face, distance from the centre) of every face within its cell's ``reach``, for the
     cells of x index ``i_lo .. i_hi - 1`` and the faces from ``t_first`` on, appended after
     ``count``. Returns (next face, count): ``tris.shape[0]`` when all are done, else the face whose
@@ -57,8 +59,20 @@ def _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, i
                     g = (px - center[t, 0]) ** 2 + (py - center[t, 1]) ** 2 + (pz - center[t, 2]) ** 2
                     if g > (r + rad[t]) ** 2:  # bounding sphere beyond reach
                         continue
-                    d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                                verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+                    d = point_triangle_distance(
+                        px,
+                        py,
+                        pz,
+                        verts[ia, 0],
+                        verts[ia, 1],
+                        verts[ia, 2],
+                        verts[ib, 0],
+                        verts[ib, 1],
+                        verts[ib, 2],
+                        verts[ic, 0],
+                        verts[ic, 1],
+                        verts[ic, 2],
+                    )
                     if d <= r:
                         cells[count] = c
                         faces[count] = t
@@ -68,13 +82,30 @@ def _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, i
 
 
 @njit(**_JIT_PARALLEL)
-def _cell_pairs_slabs(verts, tris, center, rad, origin, spacing, shape, reach, grow, slabs, resume, counts, cells,
-                      faces, dists):
+def _cell_pairs_slabs(
+    verts, tris, center, rad, origin, spacing, shape, reach, grow, slabs, resume, counts, cells, faces, dists
+):
     """One :func:`_cell_pairs` per slab of cells, in parallel, each into its own rows."""
     for s in prange(slabs.shape[0] - 1):
         if resume[s] < tris.shape[0]:
-            t, count = _cell_pairs(verts, tris, center, rad, origin, spacing, shape, reach, grow, slabs[s],
-                                   slabs[s + 1], resume[s], cells[s], faces[s], dists[s], counts[s])
+            t, count = _cell_pairs(
+                verts,
+                tris,
+                center,
+                rad,
+                origin,
+                spacing,
+                shape,
+                reach,
+                grow,
+                slabs[s],
+                slabs[s + 1],
+                resume[s],
+                cells[s],
+                faces[s],
+                dists[s],
+                counts[s],
+            )
             resume[s] = t
             counts[s] = count
 
@@ -122,8 +153,9 @@ def _sort_cells(offsets, cand, d0):
         sort_by_distance(cand, d0, offsets[c], offsets[c + 1])
 
 
-def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, max_entries, room_per_cell=64,
-                       slabs=None):
+def closest_face_lists(
+    verts, tris, center, rad, origin, spacing, centre, list_band, max_entries, room_per_cell=64, slabs=None
+):
     """(offsets (cells + 1,), cand, d0, reach (cells,)): CSR lists of the cells, flat index
     ``(i * ny + j) * nz + k`` of the grid whose centre distances are ``centre`` (from
     :func:`distance_bounds.centre_distances`, exact up to its band), each sorted by ``d0``, the
@@ -144,8 +176,9 @@ def closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_b
     resume = np.zeros(n, dtype=np.int64)
     counts = np.zeros(n, dtype=np.int64)
     while True:
-        _cell_pairs_slabs(verts, tris, center, rad, origin, spacing, centre.shape, reach, grow, bounds, resume, counts,
-                          *rows)
+        _cell_pairs_slabs(
+            verts, tris, center, rad, origin, spacing, centre.shape, reach, grow, bounds, resume, counts, *rows
+        )
         if counts.sum() > max_entries:
             return None
         if (resume == tris.shape[0]).all():

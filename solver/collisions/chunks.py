@@ -6,6 +6,7 @@ The Numba side is a ``fill_chunks`` kernel with a ``prange`` over chunks; the lo
 full buffers lives here, in Python: a cached Numba function that calls a parallel one crashes
 once loaded from the on-disk cache (numba/numba#8578, ``tests/solver/test_kernels_from_disk_cache.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,4 +54,4 @@ def fill_in_chunks(fill_chunks, inputs, bounds, buffers, stamps=None):
 
 def concatenate_chunks(buffers, counts):
     """Each buffer's chunk rows, cut to their counts, one after the other."""
-    return [np.concatenate([b[c, :counts[c]] for c in range(counts.shape[0])]) for b in buffers]
+    return [np.concatenate([b[c, : counts[c]] for c in range(counts.shape[0])]) for b in buffers]

@@ -40,15 +40,22 @@ successful frame the Cloth calls :meth:`end_frame`, which makes the end pose the
 a proxy that is not moved stays put. A frame the Cloth rolls back leaves the poses as set, so
 a retry replays the same motion.
 
+Layout: this module is the handler (analytic proxies and SDF grids, self-collision, the contact
+rows and their solve); each triangle mesh is a :class:`.mesh_collider.MeshCollider` (this cloth's
+state of it and its phases) over the body's data, built once per set of positions for every
+cloth (:mod:`.mesh_body`; proxies for other cloths: :meth:`.proxies.Collider.with_friction`); its
+kernels are :mod:`.mesh_kernels` (broad phase) and :mod:`.mesh_narrow_phase`. Code outside the
+collision layer reads the colliders through :meth:`Colliders.snapshot` (:mod:`.snapshot`).
+
 Thickness: ``cloth_thickness`` must be > 0 (a ClothInputError otherwise): it is the gap kept
 between cloth vertices and every collider (plus each collider's own ``thickness``) and the
 self-collision radius. Quaternions are (w, x, y, z).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -56,9 +63,11 @@ import numpy as np
 from ..errors import ClothInputError
 from ..hooks import ContactHandler
 from ..transforms import quaternion_conjugate, rotate_rows
-from . import (analytic, cell_lists, contacts, convexity, distance_bounds, geometry, hash_grid, mesh_kernels, sdf,
-               self_contact)
+from . import analytic, contacts, mesh_kernels, sdf, self_contact
+from .contacts import ContactRows
+from .mesh_collider import MeshCollider
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
+from .snapshot import ColliderSnapshot, snapshot_of
 
 
 @dataclass
@@ -83,69 +92,6 @@ def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
 
 
-class _TriangleGrid(NamedTuple):
-    """Hash grid of a mesh collider's triangle boxes (grown by ``radius``) at the frame start."""
-    lo: np.ndarray
-    hi: np.ndarray
-    cell: float
-    table: int
-    bucket: np.ndarray
-    items: np.ndarray
-    radius: float
-    extent: float  # mean largest side of the boxes
-
-
-class _MeshState:
-    def __init__(self, mesh: TriangleMesh):
-        self.mesh = mesh
-        self.v0 = mesh.vertices.copy()
-        self.v1 = mesh.vertices.copy()
-        self.moved = False
-        self.first = np.zeros(0, dtype=np.int64)  # vertex i's candidates: cand[first[i]:stop[i]]
-        self.stop = np.zeros(0, dtype=np.int64)
-        self.cand = np.zeros(0, dtype=np.int64)
-        self.used = 0  # slots of cand / d0 in use (re-queried lists are appended)
-        self.side = np.zeros(0)
-        self.d0 = np.zeros(0)
-        self.motion = 0.0
-        self.cum_motion = 0.0  # collider motion bound summed over the frames done
-        self.seg_a = np.zeros((0, 3))  # the travel segment each vertex's candidate list was built around
-        self.seg_b = np.zeros((0, 3))
-        self.grid = None  # hash grid of the triangle boxes at the frame start (built when first needed)
-        self.grid_v0 = None  # the vertex positions it was built on: kept while the collider stands still
-        self.requeried = 0
-        self.mark = np.zeros(0)  # cum_motion when it was built
-        self.r_built = np.zeros(0)  # the radius it covers
-        self.base_shift = np.zeros(0)
-        self.rebuilt = 0
-        self.lost = np.zeros(0, dtype=np.bool_)
-        self.clear = np.zeros(0)  # clearance cache of the narrow phase (-1: scan; reset on a jump or a retry)
-        self.clear_pos = np.zeros((0, 3))
-        self.clear_mark = np.zeros(0)
-        self.path = np.zeros(0)
-        self.path_prev = np.zeros((0, 3))
-        self.near_t = np.zeros(0, dtype=np.int64)  # nearest-triangle cache of the narrow phase (reset with clear)
-        self.center = np.zeros((0, 3))  # bounding spheres of the triangles at the frame start
-        self.rad = np.zeros(0)
-        self.nbr = convexity.edge_neighbours(mesh.triangles, mesh.vertices.shape[0])
-        self.standing = False  # still this frame and the last: the standing shortcuts apply
-        self.prev_v0 = None  # the frame-start positions of the last frame
-        self.standing_v0 = None  # the positions the standing data below were built for
-        self.tnorm = np.zeros((0, 3))  # face normals and convexity certificates
-        self.cert = np.zeros(0)
-        self.dbounds = np.zeros((1, 1, 1))  # coarse distance bounds (distance_bounds): cells,
-        self.dorigin = np.zeros(3)  # origin, 1 / cell side, cap
-        self.dinv = 1.0
-        self.dband = 0.0
-        self.cell_first = np.zeros(1, dtype=np.int64)  # closest-face lists of those cells (cell_lists)
-        self.cell_stop = np.zeros(1, dtype=np.int64)
-        self.cell_cand = np.zeros(0, dtype=np.int64)
-        self.cell_d0 = np.zeros(0)
-        self.cell_reach = np.full(1, -1.0)
-        self.has_cell_lists = False
-        self.certified = np.zeros(0, dtype=np.bool_)  # per cloth vertex: certified at its last scan (counted)
-
-
 class Colliders(ContactHandler):
     """Contact handler over a list of proxies (:class:`Plane`, :class:`Sphere`, :class:`Capsule`,
     :class:`Box`, :class:`TriangleMesh`) plus optional self-collision.
@@ -153,15 +99,26 @@ class Colliders(ContactHandler):
     ``cloth_triangles`` (T,3) is needed only with ``self_collision``.
     """
 
-    def __init__(self, colliders=(), cloth_thickness: float = 0.004, *, self_collision: SelfCollision | None = None,
-                 cloth_triangles=None, broad_phase_margin_m: float = 0.01, max_acceleration_m_s2: float = 20.0):
+    def __init__(
+        self,
+        colliders=(),
+        cloth_thickness: float = 0.004,
+        *,
+        self_collision: SelfCollision | None = None,
+        cloth_triangles=None,
+        broad_phase_margin_m: float = 0.01,
+        max_acceleration_m_s2: float = 20.0,
+    ):
         thickness = float(cloth_thickness)
         if not (math.isfinite(thickness) and thickness > 0.0):
             raise ClothInputError(
                 f"cloth_thickness must be finite and > 0 (a gap of a few mm, e.g. 0.004), got {cloth_thickness}; "
-                "with zero thickness contacts would sit exactly on the surface and flicker through it")
-        for what, value in (("broad_phase_margin_m", broad_phase_margin_m),
-                            ("max_acceleration_m_s2", max_acceleration_m_s2)):
+                "with zero thickness contacts would sit exactly on the surface and flicker through it"
+            )
+        for what, value in (
+            ("broad_phase_margin_m", broad_phase_margin_m),
+            ("max_acceleration_m_s2", max_acceleration_m_s2),
+        ):
             if not (math.isfinite(value) and value >= 0):
                 raise ClothInputError(f"{what} must be finite and >= 0, got {value}")
         self.cloth_thickness = thickness
@@ -169,18 +126,19 @@ class Colliders(ContactHandler):
         self.max_acceleration_m_s2 = float(max_acceleration_m_s2)
         self.colliders = list(colliders)
         self.analytic: list[AnalyticCollider] = []
-        self.meshes: list[_MeshState] = []
+        self.meshes: list[MeshCollider] = []
         self.warnings: list[str] = []
         names = set()
         for c in self.colliders:
             if isinstance(c, AnalyticCollider):
                 self.analytic.append(c)
             elif isinstance(c, TriangleMesh):
-                self.meshes.append(_MeshState(c))
+                self.meshes.append(MeshCollider(c, self))
                 self.warnings.extend(c.warnings)
             else:
                 raise ClothInputError(
-                    f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box, SDFGrid or TriangleMesh)")
+                    f"not a collider: {c!r} (use Plane, Sphere, Capsule, Box, SDFGrid or TriangleMesh)"
+                )
             if c.name is not None:
                 if c.name in names:
                     raise ClothInputError(f"two colliders are named {c.name!r}")
@@ -207,7 +165,8 @@ class Colliders(ContactHandler):
             st = self.cloth_thickness if self_collision.thickness is None else float(self_collision.thickness)
             if not (math.isfinite(st) and st > 0.0):
                 raise ClothInputError(
-                    f"self-collision thickness must be finite and > 0, got {self_collision.thickness}")
+                    f"self-collision thickness must be finite and > 0, got {self_collision.thickness}"
+                )
             self.self_thickness = st
             if not (isinstance(self_collision.rounds, (int, np.integer)) and self_collision.rounds >= 1):
                 raise ClothInputError(f"self-collision rounds must be an integer >= 1, got {self_collision.rounds!r}")
@@ -248,7 +207,7 @@ class Colliders(ContactHandler):
                 raise ClothInputError(f"{what} index {key} out of range 0..{len(pool) - 1}")
             return int(key)
         for i, c in enumerate(pool):
-            name = c.mesh.name if isinstance(c, _MeshState) else c.name
+            name = c.name
             if name == key:
                 return i
         raise ClothInputError(f"no {what} named {key!r}")
@@ -276,18 +235,14 @@ class Colliders(ContactHandler):
             raise ClothInputError(f"mesh collider {key!r}: positions must have shape {m.v1.shape}, got {v.shape}")
         if not np.isfinite(v).all():
             raise ClothInputError(f"mesh collider {key!r}: positions contain NaN or infinite values")
-        m.v1[:] = v
-        if teleport:
-            m.v0[:] = v
-            m.seg_a = np.zeros((0, 3))  # a jump is not a bounded motion: rebuild every candidate list
+        m.set_positions(v, teleport=teleport)
 
     def end_frame(self) -> None:
         self._frame_open = False
         self.pos0[:] = self.pos1
         self.rot0[:] = self.rot1
         for m in self.meshes:
-            m.v0[:] = m.v1
-            m.cum_motion += m.motion
+            m.end_frame()
 
     # ------------------------------------------------------------------------------------------
     def _alloc_contacts(self, capacity: int) -> None:
@@ -316,8 +271,23 @@ class Colliders(ContactHandler):
         self._n_cand = 0
         if k:
             self._n_cand = analytic.analytic_broad_phase(
-                x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self.kind, self.dims, self.pos0, self.rot0,
-                self.pos1, self.rot1, self.skin, self.bound, self._cand_vertex, self._cand_proxy)
+                x,
+                v,
+                inv_mass,
+                frame_dt,
+                margin,
+                self.cloth_thickness,
+                self.kind,
+                self.dims,
+                self.pos0,
+                self.rot0,
+                self.pos1,
+                self.rot1,
+                self.skin,
+                self.bound,
+                self._cand_vertex,
+                self._cand_proxy,
+            )
         mesh_cand = 0
         if self.meshes:
             self._frame_dt = frame_dt
@@ -326,12 +296,22 @@ class Colliders(ContactHandler):
                 self._pad = np.empty(n)
                 self._active = np.empty(n, dtype=np.bool_)
                 self._v_prev = v.copy()
-            mesh_kernels.vertex_travel_segments(x, v, self._v_prev, inv_mass, frame_dt, self.max_acceleration_m_s2,
-                                      self.broad_phase_margin_m, self.DEFLECTION_ALLOWANCE, self._seg_end, self._pad,
-                                      self._active)
+            mesh_kernels.vertex_travel_segments(
+                x,
+                v,
+                self._v_prev,
+                inv_mass,
+                frame_dt,
+                self.max_acceleration_m_s2,
+                self.broad_phase_margin_m,
+                self.DEFLECTION_ALLOWANCE,
+                self._seg_end,
+                self._pad,
+                self._active,
+            )
             self._v_prev[:] = v
             for m in self.meshes:
-                self._mesh_broad_phase(m, x, self._seg_end, self._active, self._pad)
+                m.broad_phase(x, self._seg_end, self._active, self._pad, self._frame_open)
                 mesh_cand += int((m.stop - m.first).sum())
         capacity = self._n_cand + n * len(self.meshes)
         if capacity > self._cap:
@@ -339,16 +319,24 @@ class Colliders(ContactHandler):
         if self._self_tris is not None and self._self_ready_n != n:
             self._prepare_self(x)
         self._frame_open = True  # until end_frame: a frame begun again before it is a retry
-        self._stats = {"candidates_analytic": self._n_cand, "candidates_mesh": mesh_cand,
-                       "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes), "mesh_lists_requeried": 0,
-                       "mesh_scans_skipped": 0, "mesh_scans_cached": 0, "mesh_scans_certified": 0,
-                       "mesh_scans_cell_lists": 0,
-                       "contacts_max": 0,
-                       "contacts_active_last_substep": 0, "self_pairs_max": 0, "self_triangle_pairs_max": 0}
+        self._stats = {
+            "candidates_analytic": self._n_cand,
+            "candidates_mesh": mesh_cand,
+            "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes),
+            "mesh_lists_requeried": 0,
+            "mesh_scans_skipped": 0,
+            "mesh_scans_cached": 0,
+            "mesh_scans_certified": 0,
+            "mesh_scans_cell_lists": 0,
+            "contacts_max": 0,
+            "contacts_active_last_substep": 0,
+            "self_pairs_max": 0,
+            "self_triangle_pairs_max": 0,
+        }
 
     #: Skip a vertex's narrow-phase scan while a cached lower bound of its distance to the mesh
     #: keeps it out of contact reach, and measure only its last closest triangle while that one
-    #: is provably still the closest (see :func:`mesh_kernels.mesh_narrow_phase_segments`); False
+    #: is provably still the closest (see :func:`.mesh_narrow_phase.mesh_narrow_phase`); False
     #: scans every candidate of every vertex every substep (same contacts, for tests and comparisons).
     use_clearance_cache = True
 
@@ -378,109 +366,6 @@ class Colliders(ContactHandler):
     #: three interleaved runs each; draped unchanged).
     LIST_SLACK_M = 0.005
 
-    def _mesh_broad_phase(self, m, x, seg_end, active, pad):
-        """Candidate triangles of every vertex: reuse the list where still valid, query the rest.
-
-        Vertex i moves along the segment [x_i, seg_end_i] give or take ``pad_i`` (see
-        :func:`mesh_kernels.vertex_travel_segments`) and the collider moves at most ``motion``: its
-        list holds every triangle within ``r_built = pad + motion + slack + radius`` of that
-        segment (collider at the frame start; slack ``LIST_SLACK_M`` for a vertex whose segment is
-        shorter than it, else 0), sorted nearest first. A list built in an
-        earlier frame is kept while this frame's capsule lies inside the old one shrunk by the
-        collider's motion since (see :func:`mesh_kernels.mesh_keep_lists`). A vertex pushed off its
-        segment further than the capsule allows (a contact deflected it) is caught in the
-        narrow phase and re-queried there (:meth:`_requery`).
-
-        A collider standing still this frame and the last (with ``use_standing_shortcuts``) builds
-        no lists: every vertex starts with an empty one (``r_built`` 0), the narrow phase scans the
-        list of the cell the vertex is in, and re-queries a vertex only where it needs a scan in a
-        cell too far from the mesh for a list (one moving more than ~1 cm a substep). A landing
-        frame of bench_collisions queried ~3,800 capsules with ~120,000 candidates (8 of 10 ms of
-        its broad phase) and re-queried ~500 lost vertices.
-        """
-        n = x.shape[0]
-        radius = self.cloth_thickness + m.mesh.thickness
-        d = m.v1 - m.v0
-        m.motion = float(np.sqrt(np.einsum("ij,ij->i", d, d).max()))
-        if m.grid_v0 is None or not np.array_equal(m.grid_v0, m.v0):  # new positions: new grid, new spheres
-            m.grid = None
-            m.grid_v0 = m.v0.copy()
-            if m.center.shape[0] != m.mesh.triangles.shape[0]:
-                m.center = np.empty((m.mesh.triangles.shape[0], 3))
-                m.rad = np.empty(m.mesh.triangles.shape[0])
-            geometry.triangle_spheres(m.v0, m.mesh.triangles, m.center, m.rad)
-        if not self._frame_open:  # (a retried frame is the same frame)
-            m.standing = m.motion == 0.0 and m.prev_v0 is not None and np.array_equal(m.prev_v0, m.v0)
-            m.prev_v0 = m.v0.copy()
-        m.standing &= self.use_clearance_cache and self.use_standing_shortcuts
-        first = m.seg_a.shape != x.shape
-        if m.standing:
-            self._standing_data(m, radius)
-        if m.standing and m.has_cell_lists:  # no candidate lists: the cell lists name the closest face
-            m.seg_a, m.seg_b = x.copy(), x.copy()
-            m.mark = np.full(n, m.cum_motion)
-            m.r_built = np.zeros(n)  # a vertex out of the cells with lists that needs a scan is re-queried
-            m.first = np.zeros(n, dtype=np.int64)
-            m.stop = np.zeros(n, dtype=np.int64)
-            m.used = 0
-            m.rebuilt = 0
-        else:
-            self._capsule_lists(m, x, seg_end, active, pad + m.motion, radius, first)
-        m.base_shift = m.cum_motion - m.mark
-        if first or self._frame_open:  # a jump (new lists from scratch) or a retried frame: scan every vertex
-            m.clear[:] = -1.0
-            m.near_t[:] = -1
-        m.path = np.zeros(n)  # path length of each vertex since the frame start (or a clean scan)
-        m.path_prev = x.copy()
-        m.side = np.ones(n)
-        near_t = m.near_t if m.near_t.shape[0] == n else np.full(n, -1, dtype=np.int64)  # (before any substep)
-        mesh_kernels.mesh_frame_sides_segments(x, m.first, m.stop, m.cand, m.d0, m.seg_a, m.seg_b, m.base_shift,
-                                               m.r_built, m.mesh.triangles, m.v0, m.v1, m.center, m.rad,
-                                               m.mesh.one_sided, m.standing, m.dbounds, m.dorigin, m.dinv,
-                                               m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach,
-                                               near_t, m.tnorm, m.cert, m.nbr, m.side)
-
-    def _capsule_lists(self, m, x, seg_end, active, need, radius, first):
-        """Candidate lists of a collider that moves (or just stopped): keep the valid ones, query
-        the rest (see :meth:`_mesh_broad_phase`)."""
-        n = x.shape[0]
-        if first:
-            keep = np.zeros(n, dtype=np.bool_)
-        else:
-            moved_since = m.cum_motion + m.motion - m.mark
-            keep = np.empty(n, dtype=np.bool_)
-            mesh_kernels.mesh_keep_lists(x, seg_end, active, m.seg_a, m.seg_b, m.r_built, need + radius, moved_since,
-                                         self.LIST_SLACK_M, keep)
-        rebuild = active & ~keep
-        m.rebuilt = int(np.count_nonzero(rebuild))
-        if m.rebuilt:
-            # the slack only pays for a vertex slow enough to keep its list (one moving farther than
-            # the slack in a frame leaves the old capsule anyway)
-            step = seg_end - x
-            slow = np.einsum("ij,ij->i", step, step) <= self.LIST_SLACK_M ** 2
-            reach = need + np.where(slow, self.LIST_SLACK_M, 0.0)
-            offsets, cand, d0 = self._query(m, x, seg_end, reach, radius, rebuild)
-            if first:
-                m.seg_a = x.copy()
-                m.seg_b = seg_end.copy()
-                m.mark = np.full(n, m.cum_motion)
-                m.r_built = reach + radius
-                m.first, m.stop = offsets[:-1].copy(), offsets[1:].copy()
-                m.cand, m.d0, m.used = cand, d0, int(offsets[-1])
-            else:
-                m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
-                    keep | ~active, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, self._spare(offsets[-1]))
-                m.seg_a[rebuild] = x[rebuild]
-                m.seg_b[rebuild] = seg_end[rebuild]
-                m.mark[rebuild] = m.cum_motion
-                m.r_built[rebuild] = reach[rebuild] + radius
-        elif first:
-            m.seg_a, m.seg_b = x.copy(), seg_end.copy()
-            m.mark = np.full(n, m.cum_motion)
-            m.r_built = need + radius
-            m.first = np.zeros(n, dtype=np.int64)
-            m.stop = np.zeros(n, dtype=np.int64)
-
     #: Reach (m) of the convexity certificates (:mod:`.convexity`): a face certifies vertices up to
     #: half of it above; it costs one grid query of this size per triangle when the collider's
     #: positions change (5k-triangle body: 13 ms on two threads), done only for a collider standing still.
@@ -506,98 +391,6 @@ class Colliders(ContactHandler):
     #: denser mesh standing still keeps per-vertex candidate lists (with the other shortcuts).
     CELL_LIST_MAX_ENTRIES = 4_000_000
 
-    def _standing_data(self, m, radius):
-        """Face normals, convexity certificates, coarse distance bounds and closest-face lists per
-        cell of a standing collider at its positions ``v0`` (kept while they do not change). The
-        certificates take the frame's triangle grid when there is one, else one of their own that
-        is not kept (a kept grid with the smallest cell would serve the capsule queries worse)."""
-        if m.standing_v0 is not None and np.array_equal(m.standing_v0, m.v0):
-            return
-        tris = m.mesh.triangles
-        if m.tnorm.shape[0] != tris.shape[0]:
-            m.tnorm = np.empty((tris.shape[0], 3))
-            m.cert = np.empty(tris.shape[0])
-        g = m.grid if m.grid is not None and m.grid.radius == radius else self._build_grid(m, radius)
-        convexity.convexity_certificates(m.v0, tris, m.center, m.rad, self.CERTIFICATE_REACH_M,
-                                         convexity.COPLANAR_TOL_M, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket,
-                                         g.items, 32, m.tnorm, m.cert)
-        extent = np.ptp(m.v0, axis=0) + 2.0 * self.DISTANCE_BOUND_BAND_M
-        cell = max(self.DISTANCE_BOUND_CELL_M, float(np.prod(extent) / self.DISTANCE_BOUND_MAX_CELLS) ** (1.0 / 3.0))
-        list_band = self.CELL_LIST_TRAVEL_M + 0.5 * math.sqrt(3.0) * cell + 2.0 * radius
-        band = max(self.DISTANCE_BOUND_BAND_M, list_band)  # (the centre distances are exact up to it)
-        m.dorigin, centre, m.dbounds = distance_bounds.distance_bound_grid(m.v0, tris, m.center, m.rad, cell, band)
-        m.dinv = 1.0 / cell
-        m.dband = band
-        lists = cell_lists.closest_face_lists(m.v0, tris, m.center, m.rad, m.dorigin, cell, centre, list_band,
-                                              self.CELL_LIST_MAX_ENTRIES)
-        m.has_cell_lists = lists is not None
-        if m.has_cell_lists:
-            offsets, m.cell_cand, m.cell_d0, m.cell_reach = lists
-        else:  # too many: candidate lists of the vertices, as for a moving collider
-            offsets, m.cell_cand, m.cell_d0 = np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
-            m.cell_reach = np.full(m.dbounds.size, -1.0)  # (every cell of the grid: none has a list)
-        m.cell_first, m.cell_stop = offsets[:-1], offsets[1:]
-        m.standing_v0 = m.v0.copy()
-
-    def _query(self, m, seg_a, seg_b, pad, radius, which):
-        """CSR candidate lists of the vertices in ``which`` (others empty), collider at frame start;
-        the grid's cell suits their mean pad."""
-        reach = float(np.mean(pad[which])) if which.any() else 0.0
-        g = self._grid(m, radius, reach)
-        return mesh_kernels.mesh_query_candidates(seg_a, seg_b, pad, radius, which, g.lo, g.hi, g.cell, g.table,
-                                                  g.bucket, g.items, 32, m.mesh.triangles, m.v0, m.center, m.rad,
-                                                  numba.get_num_threads())
-
-    @staticmethod
-    def _grid(m, radius, reach=None) -> _TriangleGrid:
-        """The hash grid of the collider's triangle boxes (grown by ``radius``) at the frame start.
-
-        Any cell size gives the same lists; one near max(triangle extent, 2 reach) visits few
-        cells and few boxes. A grid is kept while the collider stands still (rebuilding it took
-        0.65 ms a frame on bench_collisions' 5k-triangle body) and its cell is within 2x of that;
-        ``reach=None`` takes any grid of this radius (the narrow phase's re-queries).
-        """
-        g = m.grid
-        if g is not None and g.radius == radius and (
-                reach is None or 0.5 <= g.cell / max(g.extent, 2.0 * reach, 1e-6) <= 2.0):
-            return g
-        m.grid = Colliders._build_grid(m, radius, reach)
-        return m.grid
-
-    @staticmethod
-    def _build_grid(m, radius, reach=None) -> _TriangleGrid:
-        """A new hash grid of the triangle boxes at ``v0`` (see :meth:`_grid`), not kept."""
-        tris = m.mesh.triangles
-        tlo = np.empty((tris.shape[0], 3))
-        thi = np.empty((tris.shape[0], 3))
-        mesh_kernels.swept_triangle_boxes(m.v0, m.v0, tris, radius, tlo, thi)
-        extent = float((thi - tlo).max(axis=1).mean())
-        cell = max(extent, 2.0 * (reach or 0.0), 1e-6)
-        table = _next_pow2(2 * tris.shape[0])
-        bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-        return _TriangleGrid(tlo, thi, cell, table, bucket, items, radius, extent)
-
-    def _requery(self, m, x_start, x_pred, t_end, h):
-        """New candidate lists for the vertices the narrow phase flagged ``lost``: a capsule from
-        the prediction along the substep's velocity to the end of the frame, of radius substep
-        travel + margin + collider motion + the deflection allowance of that remaining path (a
-        vertex that still leaves it later in the frame is flagged and re-queried again). One
-        Numba call (:func:`mesh_kernels.requery_lost`) on the frame's grid."""
-        radius = self.cloth_thickness + m.mesh.thickness
-        g = self._grid(m, radius)
-        used, idx, offsets, cand, d0 = mesh_kernels.requery_lost(
-            m.lost, x_start, x_pred, (1.0 - t_end) * self._frame_dt, h, self.broad_phase_margin_m + m.motion,
-            self.DEFLECTION_ALLOWANCE, radius, g.lo, g.hi, 1.0 / g.cell, g.table, g.bucket, g.items, 32,
-            m.mesh.triangles, m.v0, m.center, m.rad, m.first, m.stop, m.cand, m.d0, m.used, m.seg_a, m.seg_b, m.mark,
-            m.cum_motion, m.base_shift, m.r_built)
-        if used < 0:  # no room left: compact (dropping the replaced lists) with room for these and more
-            keep = np.ones(m.first.shape[0], dtype=np.bool_)
-            m.first, m.stop, m.cand, m.d0, m.used = mesh_kernels.mesh_merge_candidates(
-                keep, m.first, m.stop, m.cand, m.d0, offsets, cand, d0, int(offsets[-1]) + self._spare(m.used))
-            used = mesh_kernels.mesh_append_lists(idx, offsets, cand, d0, m.first, m.stop, m.cand, m.d0, m.used)
-        m.used = used
-        self._stats["mesh_lists_requeried"] = self._stats.get("mesh_lists_requeried", 0) + int(idx.shape[0])
-
     @staticmethod
     def _spare(new: int) -> int:
         """Free slots kept after a merge for the lists re-queried later in the frame (a quarter of
@@ -610,8 +403,7 @@ class Colliders(ContactHandler):
         tris = self._self_tris
         if tris.max() >= n:
             raise ClothInputError(f"cloth_triangles index {int(tris.max())} but the cloth has {n} vertices")
-        edges = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1),
-                          axis=0)
+        edges = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1), axis=0)
         self._excl_offsets, self._excl = self_contact.two_hop_lists(n, np.ascontiguousarray(edges))
         edge = np.linalg.norm(x[tris[:, 1]] - x[tris[:, 0]], axis=1)
         self._self_cell = max(2.0 * self.self_thickness, float(edge.mean()))
@@ -624,57 +416,76 @@ class Colliders(ContactHandler):
         if self._n_cand:
             if self._has_shapes:
                 count = analytic.analytic_narrow_phase(
-                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, t_start,
-                    t_end, self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.mu_s,
-                    self.mu_k, self.cloth_thickness, self._cand_hit, self._cand_res, self.c_vertex, self.c_normal,
-                    self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, 0)
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._cand_vertex,
+                    self._cand_proxy,
+                    self._n_cand,
+                    t_start,
+                    t_end,
+                    self.kind,
+                    self.dims,
+                    self.pos0,
+                    self.rot0,
+                    self.pos1,
+                    self.rot1,
+                    self.skin,
+                    self.mu_s,
+                    self.mu_k,
+                    self.cloth_thickness,
+                    self._cand_hit,
+                    self._cand_res,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    0,
+                )
             for k in self.sdf_index:
                 g = self.analytic[k]
                 count = sdf.sdf_narrow_phase(
-                    x_substep_start, x_predicted, inv_mass, self._cand_vertex, self._cand_proxy, self._n_cand, k,
-                    t_start, t_end, self.pos0, self.rot0, self.pos1, self.rot1, g.phi, g.origin, g.spacing,
-                    self.cloth_thickness, self.skin, self.mu_s, self.mu_k, self._cand_hit, self._cand_res,
-                    self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k,
-                    count)
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._cand_vertex,
+                    self._cand_proxy,
+                    self._n_cand,
+                    k,
+                    t_start,
+                    t_end,
+                    self.pos0,
+                    self.rot0,
+                    self.pos1,
+                    self.rot1,
+                    g.phi,
+                    g.origin,
+                    g.spacing,
+                    self.cloth_thickness,
+                    self.skin,
+                    self.mu_s,
+                    self.mu_k,
+                    self._cand_hit,
+                    self._cand_res,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    count,
+                )
+        rows = ContactRows(
+            self.c_vertex, self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k
+        )
         for m in self.meshes:
-            if m.path.shape[0] != x_predicted.shape[0]:
-                raise ClothInputError("Colliders.begin_substep called before begin_frame")
-            if m.lost.shape[0] != x_predicted.shape[0]:
-                m.lost = np.zeros(x_predicted.shape[0], dtype=np.bool_)
-                m.hit = np.zeros(x_predicted.shape[0], dtype=np.int8)
-                m.res = np.zeros((x_predicted.shape[0], 9))
-                m.clear = np.full(x_predicted.shape[0], -1.0)
-                m.clear_pos = np.zeros((x_predicted.shape[0], 3))
-                m.clear_mark = np.zeros(x_predicted.shape[0])
-                m.near_t = np.full(x_predicted.shape[0], -1, dtype=np.int64)
-                m.near_other = np.zeros(x_predicted.shape[0])
-                m.near_pos = np.zeros((x_predicted.shape[0], 3))
-                m.near_mark = np.zeros(x_predicted.shape[0])
-                m.from_cache = np.zeros(x_predicted.shape[0], dtype=np.bool_)
-                m.certified = np.zeros(x_predicted.shape[0], dtype=np.bool_)
-                m.cell_scan = np.zeros(x_predicted.shape[0], dtype=np.bool_)
-            if not self.use_clearance_cache:
-                m.clear[:] = -1.0
-                m.near_t[:] = -1
-            for attempt in range(2):
-                new_count, n_lost, n_skipped, n_cached, n_certified, n_cell = mesh_kernels.mesh_narrow_phase_segments(
-                    x_substep_start, x_predicted, m.seg_a, m.seg_b, m.r_built, m.base_shift, inv_mass, m.first, m.stop,
-                    m.cand, m.d0, m.mesh.triangles, m.v0, m.v1, m.motion, m.side, t_start, t_end,
-                    self.cloth_thickness + m.mesh.thickness, m.mesh.friction_static, m.mesh.friction_kinetic,
-                    m.path, m.path_prev, m.center, m.rad, m.lost, attempt == 1, m.hit, m.res, m.clear, m.clear_pos,
-                    m.clear_mark, m.near_t, m.near_other, m.near_pos, m.near_mark, m.cum_motion, m.from_cache,
-                    m.standing, m.tnorm, m.cert, m.nbr, m.certified, m.dbounds, m.dorigin, m.dinv, m.dband,
-                    m.cell_first, m.cell_stop, m.cell_cand, m.cell_d0, m.cell_reach, m.cell_scan, self.c_vertex,
-                    self.c_normal, self.c_point, self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, count)
-                if attempt == 0:
-                    self._stats["mesh_scans_skipped"] = self._stats.get("mesh_scans_skipped", 0) + n_skipped
-                    self._stats["mesh_scans_cached"] = self._stats.get("mesh_scans_cached", 0) + n_cached
-                    self._stats["mesh_scans_certified"] = self._stats.get("mesh_scans_certified", 0) + n_certified
-                    self._stats["mesh_scans_cell_lists"] = self._stats.get("mesh_scans_cell_lists", 0) + n_cell
-                if n_lost == 0 or attempt == 1:
-                    break
-                self._requery(m, x_substep_start, x_predicted, t_end, h)
-            count = new_count
+            count = m.narrow_phase(
+                x_substep_start, x_predicted, inv_mass, t_start, t_end, h, self._frame_dt, rows, count, self._stats
+            )
         self._n_contacts = count
         self.c_lam[:count] = 0.0
         self.c_friction[:count] = 0.0
@@ -683,17 +494,34 @@ class Colliders(ContactHandler):
             sc = self.self_collision
             if sc.particles:
                 self._self_pi, self._self_pj = self_contact.self_particle_pairs(
-                    x_substep_start, x_predicted, inv_mass, self.self_thickness, self._excl_offsets, self._excl,
-                    self._self_table, numba.get_num_threads())
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self.self_thickness,
+                    self._excl_offsets,
+                    self._excl,
+                    self._self_table,
+                    numba.get_num_threads(),
+                )
                 self._self_lam_p = np.zeros(self._self_pi.shape[0])
             if sc.triangles:
                 self._self_cv, self._self_ct, self._self_cs = self_contact.self_triangle_contacts(
-                    x_substep_start, x_predicted, inv_mass, self._self_tris, self.self_thickness, self._self_cell,
-                    self._self_table, self._excl_offsets, self._excl, numba.get_num_threads())
+                    x_substep_start,
+                    x_predicted,
+                    inv_mass,
+                    self._self_tris,
+                    self.self_thickness,
+                    self._self_cell,
+                    self._self_table,
+                    self._excl_offsets,
+                    self._excl,
+                    numba.get_num_threads(),
+                )
                 self._self_lam_t = np.zeros(self._self_cv.shape[0])
             self._stats["self_pairs_max"] = max(self._stats["self_pairs_max"], int(self._self_pi.shape[0]))
-            self._stats["self_triangle_pairs_max"] = max(self._stats["self_triangle_pairs_max"],
-                                                         int(self._self_cv.shape[0]))
+            self._stats["self_triangle_pairs_max"] = max(
+                self._stats["self_triangle_pairs_max"], int(self._self_cv.shape[0])
+            )
 
     def _inv_mass_for(self, x):
         inv_mass = getattr(self, "_inv_mass", None)
@@ -711,20 +539,57 @@ class Colliders(ContactHandler):
         for _ in range(rounds):
             if self._self_tris is not None:
                 if self._self_pi.shape[0]:
-                    self_contact.solve_self_particles(x, inv_mass, self._self_pi, self._self_pj, self.self_thickness,
-                                            self._self_lam_p)
+                    self_contact.solve_self_particles(
+                        x, inv_mass, self._self_pi, self._self_pj, self.self_thickness, self._self_lam_p
+                    )
                 if self._self_cv.shape[0]:
-                    self_contact.solve_self_triangles(x, inv_mass, self._self_cv, self._self_ct, self._self_cs,
-                                            self._self_tris, self.self_thickness, self._self_lam_t)
+                    self_contact.solve_self_triangles(
+                        x,
+                        inv_mass,
+                        self._self_cv,
+                        self._self_ct,
+                        self._self_cs,
+                        self._self_tris,
+                        self.self_thickness,
+                        self._self_lam_t,
+                    )
             if self._n_contacts:
-                contacts.solve_contacts(x, x_substep_start, inv_mass, self.c_vertex, self.c_normal, self.c_point,
-                                  self.c_radius, self.c_disp, self.c_mu_s, self.c_mu_k, self._n_contacts, self.c_lam,
-                                  self.c_friction)
+                contacts.solve_contacts(
+                    x,
+                    x_substep_start,
+                    inv_mass,
+                    self.c_vertex,
+                    self.c_normal,
+                    self.c_point,
+                    self.c_radius,
+                    self.c_disp,
+                    self.c_mu_s,
+                    self.c_mu_k,
+                    self._n_contacts,
+                    self.c_lam,
+                    self.c_friction,
+                )
+
+    def snapshot(self) -> ColliderSnapshot:
+        """Every collider at the current frame (start and end poses), as read-only copies (:mod:`.snapshot`):
+        what code outside the collision layer reads instead of this handler's fields."""
+        return snapshot_of(
+            self.analytic,
+            self.kind,
+            self.dims,
+            self.pos0,
+            self.rot0,
+            self.pos1,
+            self.rot1,
+            self.skin,
+            self.cloth_thickness,
+            [(m.mesh, m.v0, m.v1) for m in self.meshes],
+        )
 
     def diagnostics(self) -> dict:
         stats = dict(self._stats)
         # counted when asked for (after the frame), not at every substep
-        stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[:self._n_contacts] > 0.0))
+        stats["contacts_active_last_substep"] = int(np.count_nonzero(self.c_lam[: self._n_contacts] > 0.0))
         return stats
 
     # ------------------------------------------------------------------------------------------
@@ -732,8 +597,9 @@ class Colliders(ContactHandler):
         """(P, K) signed distance of points to the analytic proxies' shapes (skin not included) at frame fraction t."""
         pts = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
         out = np.empty((pts.shape[0], self.kind.shape[0]))
-        analytic.analytic_signed_distance(pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1,
-                                          self.rot1, out)
+        analytic.analytic_signed_distance(
+            pts, float(t), self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, out
+        )
         for k in self.sdf_index:  # signed distance grids: trilinear value in the proxy's frame at t
             p, q = _pose_at(self.pos0[k], self.rot0[k], self.pos1[k], self.rot1[k], float(t))
             local = rotate_rows(quaternion_conjugate(q), pts - p)

@@ -5,8 +5,12 @@ Coulomb friction of 001 sec. 6.3 on the displacement relative to the collider su
 A contact is one row of ``c_vertex`` / ``c_normal`` / ``c_point`` / ``c_radius`` / ``c_disp`` (the
 collider surface's displacement at the contact point over the substep) / ``c_mu_s`` / ``c_mu_k``.
 """
+
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
@@ -15,9 +19,42 @@ from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT
 
 
+class ContactRows(NamedTuple):
+    """The contact rows a narrow phase writes (see the module docstring), as one argument."""
+
+    vertex: np.ndarray
+    normal: np.ndarray
+    point: np.ndarray
+    radius: np.ndarray
+    disp: np.ndarray
+    mu_s: np.ndarray
+    mu_k: np.ndarray
+
+
 @njit(inline="always", **_JIT)
-def emit_contact(row, i, n0, n1, n2, q0, q1, q2, radius, d0, d1, d2, mu_s, mu_k, c_vertex, c_normal, c_point,
-                 c_radius, c_disp, c_mu_s, c_mu_k):
+def emit_contact(
+    row,
+    i,
+    n0,
+    n1,
+    n2,
+    q0,
+    q1,
+    q2,
+    radius,
+    d0,
+    d1,
+    d2,
+    mu_s,
+    mu_k,
+    c_vertex,
+    c_normal,
+    c_point,
+    c_radius,
+    c_disp,
+    c_mu_s,
+    c_mu_k,
+):
     """Write one contact row: vertex, unit normal, surface point, radius, the surface point's
     displacement over the substep (for friction relative to the moving collider) and the
     friction coefficients. Returns the next row."""
@@ -36,12 +73,26 @@ def emit_contact(row, i, n0, n1, n2, q0, q1, q2, radius, d0, d1, d2, mu_s, mu_k,
     c_mu_k[row] = mu_k
     return row + 1
 
+
 # ----------------------------------------------------------------------------------------------
 # Contact solve: unilateral normal constraint, then position-level Coulomb friction.
 # ----------------------------------------------------------------------------------------------
 @njit(**_JIT)
-def solve_contacts(x, x_substep_start, inv_mass, c_vertex, c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k,
-                   count, lam, friction_acc):
+def solve_contacts(
+    x,
+    x_substep_start,
+    inv_mass,
+    c_vertex,
+    c_normal,
+    c_point,
+    c_radius,
+    c_disp,
+    c_mu_s,
+    c_mu_k,
+    count,
+    lam,
+    friction_acc,
+):
     """One Gauss-Seidel pass over the contacts (hard, alpha = 0).
 
     Normal: ``C = n . (x - q) - r``; ``dlambda`` from :func:`xpbd_delta_lambda`, clamped so
@@ -57,8 +108,12 @@ def solve_contacts(x, x_substep_start, inv_mass, c_vertex, c_normal, c_point, c_
         if w == 0.0:
             continue
         n0, n1, n2 = c_normal[c, 0], c_normal[c, 1], c_normal[c, 2]
-        C = (n0 * (x[i, 0] - c_point[c, 0]) + n1 * (x[i, 1] - c_point[c, 1]) + n2 * (x[i, 2] - c_point[c, 2])
-             - c_radius[c])
+        C = (
+            n0 * (x[i, 0] - c_point[c, 0])
+            + n1 * (x[i, 1] - c_point[c, 1])
+            + n2 * (x[i, 2] - c_point[c, 2])
+            - c_radius[c]
+        )
         if C < 0.0 or lam[c] > 0.0:
             dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(w, 0.0, 0.0))
             dlam = clamp_unilateral(lam[c], dlam, 1.0)

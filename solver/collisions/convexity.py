@@ -10,6 +10,7 @@ the plane count as behind (coplanar neighbours), so "closest" holds to ``tol`` (
 The per-triangle data depend on the positions, so they are used only while the collider's
 vertices do not move within the frame (a linear blend of moving vertices bends the faces).
 """
+
 from __future__ import annotations
 
 import numba
@@ -52,27 +53,109 @@ def edge_neighbours(tris, n_verts):
     return nbr
 
 
-def convexity_certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                           max_cells, tnorm, cert, chunks=None):
+def convexity_certificates(
+    verts,
+    tris,
+    center,
+    rad,
+    reach,
+    tol,
+    tlo,
+    thi,
+    inv_cell,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tnorm,
+    cert,
+    chunks=None,
+):
     """Unit normal ``tnorm[t]`` and certificate ``cert[t]`` (m) of every triangle at ``verts``
     (:func:`_certificates`), in ``chunks`` runs of faces in parallel (one per thread by default;
     each face writes only its own entries, so the results do not depend on the count)."""
     bounds = equal_chunks(tris.shape[0], chunks or numba.get_num_threads())
-    _certificate_chunks(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                        max_cells, tnorm, cert, bounds)
+    _certificate_chunks(
+        verts,
+        tris,
+        center,
+        rad,
+        reach,
+        tol,
+        tlo,
+        thi,
+        inv_cell,
+        table_size,
+        bucket_start,
+        items,
+        max_cells,
+        tnorm,
+        cert,
+        bounds,
+    )
 
 
 @njit(**_JIT_PARALLEL)
-def _certificate_chunks(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                        max_cells, tnorm, cert, bounds):
+def _certificate_chunks(
+    verts,
+    tris,
+    center,
+    rad,
+    reach,
+    tol,
+    tlo,
+    thi,
+    inv_cell,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tnorm,
+    cert,
+    bounds,
+):
     for c in prange(bounds.shape[0] - 1):
-        _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                      max_cells, tnorm, cert, bounds[c], bounds[c + 1])
+        _certificates(
+            verts,
+            tris,
+            center,
+            rad,
+            reach,
+            tol,
+            tlo,
+            thi,
+            inv_cell,
+            table_size,
+            bucket_start,
+            items,
+            max_cells,
+            tnorm,
+            cert,
+            bounds[c],
+            bounds[c + 1],
+        )
 
 
 @njit(**_JIT)
-def _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, table_size, bucket_start, items,
-                  max_cells, tnorm, cert, t_first, t_last):
+def _certificates(
+    verts,
+    tris,
+    center,
+    rad,
+    reach,
+    tol,
+    tlo,
+    thi,
+    inv_cell,
+    table_size,
+    bucket_start,
+    items,
+    max_cells,
+    tnorm,
+    cert,
+    t_first,
+    t_last,
+):
     """Unit normal ``tnorm[t]`` and certificate ``cert[t]`` (m) of triangles ``t_first .. t_last - 1``:
     a lower bound of the distance from t to every other triangle with a corner more than ``tol``
     in front of t's plane, capped at ``reach``. Triangles come from the collider's hash grid
@@ -88,8 +171,17 @@ def _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, tabl
     qh = np.empty((1, 3))
     for t in range(t_first, t_last):
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        n0, n1, n2 = triangle_normal(verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0], verts[ib, 1],
-                                     verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+        n0, n1, n2 = triangle_normal(
+            verts[ia, 0],
+            verts[ia, 1],
+            verts[ia, 2],
+            verts[ib, 0],
+            verts[ib, 1],
+            verts[ib, 2],
+            verts[ic, 0],
+            verts[ic, 1],
+            verts[ic, 2],
+        )
         tnorm[t, 0], tnorm[t, 1], tnorm[t, 2] = n0, n1, n2
         cert[t] = reach
         if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
@@ -98,21 +190,32 @@ def _certificates(verts, tris, center, rad, reach, tol, tlo, thi, inv_cell, tabl
         for d in range(3):
             ql[0, d] = center[t, d] - rad[t] - reach
             qh[0, d] = center[t, d] + rad[t] + reach
-        for e in range(boxes_overlapping(ql, qh, inv_cell, max_cells, table_size, bucket_start, items, tlo, thi, stamp,
-                                         t, found)):
+        for e in range(
+            boxes_overlapping(ql, qh, inv_cell, max_cells, table_size, bucket_start, items, tlo, thi, stamp, t, found)
+        ):
             s = found[e]
             if s == t:
                 continue
-            gap = sqrt((center[t, 0] - center[s, 0]) ** 2 + (center[t, 1] - center[s, 1]) ** 2
-                       + (center[t, 2] - center[s, 2]) ** 2) - rad[t] - rad[s]
+            gap = (
+                sqrt(
+                    (center[t, 0] - center[s, 0]) ** 2
+                    + (center[t, 1] - center[s, 1]) ** 2
+                    + (center[t, 2] - center[s, 2]) ** 2
+                )
+                - rad[t]
+                - rad[s]
+            )
             if gap >= cert[t]:
                 continue
             lowest = 1e300
             highest = -1e300
             for k in range(3):
                 j = tris[s, k]
-                height = n0 * (verts[j, 0] - verts[ia, 0]) + n1 * (verts[j, 1] - verts[ia, 1]) + n2 * (
-                    verts[j, 2] - verts[ia, 2])
+                height = (
+                    n0 * (verts[j, 0] - verts[ia, 0])
+                    + n1 * (verts[j, 1] - verts[ia, 1])
+                    + n2 * (verts[j, 2] - verts[ia, 2])
+                )
                 lowest = min(lowest, height)
                 highest = max(highest, height)
             if highest > tol:  # in front: a certificate no larger than its distance to t
@@ -146,9 +249,20 @@ def certified_walk(p0, p1, p2, t, u, v, w, d2, tris, verts, tnorm, cert, nbr, ma
             break
         t = nxt
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        u, v, w, d2 = closest_on_triangle_d2(p0, p1, p2, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                             verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+        u, v, w, d2 = closest_on_triangle_d2(
+            p0,
+            p1,
+            p2,
+            verts[ia, 0],
+            verts[ia, 1],
+            verts[ia, 2],
+            verts[ib, 0],
+            verts[ib, 1],
+            verts[ib, 2],
+            verts[ic, 0],
+            verts[ic, 1],
+            verts[ic, 2],
+        )
         if d2 < bd2:
             bt, bu, bv, bw, bd2 = t, u, v, w, d2
     return bt, bu, bv, bw, bd2, False
-

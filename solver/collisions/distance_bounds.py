@@ -8,6 +8,7 @@ for a cloth vertex that is not about to touch the body (the narrow phase's clear
 the candidate list only bounds the triangles it does not hold by its own radius (~1 cm). The
 exact centre distances also size the cells' closest-face lists (:mod:`.cell_lists`).
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,20 @@ def _centre_distances_slab(verts, tris, center, rad, spacing, band, origin, cent
                     g = (px - center[t, 0]) ** 2 + (py - center[t, 1]) ** 2 + (pz - center[t, 2]) ** 2
                     if g >= (best + rad[t]) ** 2:  # its bounding sphere is no nearer than the best so far
                         continue
-                    d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                                verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1], verts[ic, 2])
+                    d = point_triangle_distance(
+                        px,
+                        py,
+                        pz,
+                        verts[ia, 0],
+                        verts[ia, 1],
+                        verts[ia, 2],
+                        verts[ib, 0],
+                        verts[ib, 1],
+                        verts[ib, 2],
+                        verts[ic, 0],
+                        verts[ic, 1],
+                        verts[ic, 2],
+                    )
                     if d < best:
                         centre[i, j, k] = d
 
@@ -151,6 +164,9 @@ def grid_cell(p0, p1, p2, bounds, origin, inv_spacing):
     if i < 0:
         return -1, 0.0
     spacing = 1.0 / inv_spacing
-    off = sqrt((p0 - origin[0] - (i + 0.5) * spacing) ** 2 + (p1 - origin[1] - (j + 0.5) * spacing) ** 2
-               + (p2 - origin[2] - (k + 0.5) * spacing) ** 2)
+    off = sqrt(
+        (p0 - origin[0] - (i + 0.5) * spacing) ** 2
+        + (p1 - origin[1] - (j + 0.5) * spacing) ** 2
+        + (p2 - origin[2] - (k + 0.5) * spacing) ** 2
+    )
     return (i * bounds.shape[1] + j) * bounds.shape[2] + k, off

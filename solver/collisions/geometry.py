@@ -1,6 +1,7 @@
 """Closest points and distances between points, segments and triangles (Ericson, Real-Time
 Collision Detection 5.1.2 and 5.1.5), shared by the mesh collider and self-collision.
 """
+
 from __future__ import annotations
 
 from numba import njit
@@ -81,6 +82,7 @@ def triangle_normal(a0, a1, a2, b0, b1, b2, c0, c1, c2):
         return 0.0, 0.0, 0.0
     return n0 / length, n1 / length, n2 / length
 
+
 @njit(inline="always", **_JIT)
 def point_segment_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2):
     """Distance of p to the segment [a, b] (a point when a == b)."""
@@ -114,8 +116,11 @@ def segment_plane_gap(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2, c0, c1, c2
 @njit(inline="always", **_JIT)
 def point_triangle_distance(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2):
     u, v, w = closest_on_triangle(p0, p1, p2, a0, a1, a2, b0, b1, b2, c0, c1, c2)
-    return sqrt((p0 - u * a0 - v * b0 - w * c0) ** 2 + (p1 - u * a1 - v * b1 - w * c1) ** 2
-                + (p2 - u * a2 - v * b2 - w * c2) ** 2)
+    return sqrt(
+        (p0 - u * a0 - v * b0 - w * c0) ** 2
+        + (p1 - u * a1 - v * b1 - w * c1) ** 2
+        + (p2 - u * a2 - v * b2 - w * c2) ** 2
+    )
 
 
 @njit(**_JIT)
@@ -128,6 +133,7 @@ def triangle_spheres(v0, tris, center, rad):
             center[t, d] = (v0[ia, d] + v0[ib, d] + v0[ic, d]) / 3.0
         for k in range(3):
             j = tris[t, k]
-            r2 = max(r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2
-                     + (v0[j, 2] - center[t, 2]) ** 2)
+            r2 = max(
+                r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2 + (v0[j, 2] - center[t, 2]) ** 2
+            )
         rad[t] = sqrt(r2)

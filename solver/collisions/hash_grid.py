@@ -1,5 +1,5 @@
-"""Uniform hash grid over axis-aligned boxes (triangles of a collider mesh or of the cloth).
-"""
+"""Uniform hash grid over axis-aligned boxes (triangles of a collider mesh or of the cloth)."""
+
 from __future__ import annotations
 
 import math
@@ -82,8 +82,7 @@ def hash_boxes(lo, hi, cell, table_size, max_cells_per_box):
 
 
 @njit(inline="always", **_JIT)
-def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_start, items, lo, hi, stamp, mark,
-                      found):
+def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_start, items, lo, hi, stamp, mark, found):
     """The boxes [lo, hi] of a :func:`hash_boxes` grid that overlap the query box [ql[0], qh[0]],
     each once, written to ``found[:k]``; returns k. ``stamp`` (one slot per box) marks the boxes
     seen with ``mark``: use a new mark per query (e.g. the query's index), and clear the stamps
@@ -99,8 +98,14 @@ def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_st
                     if stamp[b] == mark:
                         continue
                     stamp[b] = mark
-                    if (lo[b, 0] > qh[0, 0] or hi[b, 0] < ql[0, 0] or lo[b, 1] > qh[0, 1]
-                            or hi[b, 1] < ql[0, 1] or lo[b, 2] > qh[0, 2] or hi[b, 2] < ql[0, 2]):
+                    if (
+                        lo[b, 0] > qh[0, 0]
+                        or hi[b, 0] < ql[0, 0]
+                        or lo[b, 1] > qh[0, 1]
+                        or hi[b, 1] < ql[0, 1]
+                        or lo[b, 2] > qh[0, 2]
+                        or hi[b, 2] < ql[0, 2]
+                    ):
                         continue
                     found[k] = b
                     k += 1

@@ -8,8 +8,10 @@ local z axis, the box is centred on the origin. A triangle mesh is given by vert
 Every proxy has an outer ``thickness`` (a skin added to the shape; the cloth-side thickness
 of :class:`~.colliders.Colliders` adds to it) and Coulomb friction coefficients.
 """
+
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from ..errors import ClothInputError
 from ..transforms import IDENTITY, quaternion_axis_angle, quaternion_between  # noqa: F401  (re-exported)
 from . import analytic, sdf
+from .mesh_body import MeshBody
 
 
 def validated_vector(what: str, value, size: int) -> np.ndarray:
@@ -48,8 +51,9 @@ def _positive(what: str, value: float) -> float:
     return value
 
 
-def combined_friction(collider_friction: float, cloth_friction_static: float,
-                      cloth_friction_kinetic: float) -> tuple[float, float]:
+def combined_friction(
+    collider_friction: float, cloth_friction_static: float, cloth_friction_kinetic: float
+) -> tuple[float, float]:
     """(static, kinetic) Coulomb coefficients of a cloth-collider contact from both sides' coefficients.
 
     The geometric mean, mu = sqrt(mu_collider mu_cloth), static with static and kinetic with kinetic
@@ -89,6 +93,14 @@ class Collider:
         self.friction_static = _non_negative(f"collider {name!r} friction_static", friction_static)
         self.friction_kinetic = _non_negative(f"collider {name!r} friction_kinetic", friction_kinetic)
 
+    def with_friction(self, friction_static: float, friction_kinetic: float) -> Collider:
+        """This proxy for another cloth, with that cloth's friction coefficients: a copy that shares
+        what this one built (a signed distance grid's distances, a triangle mesh's :attr:`body` and
+        so every cloth's pose data of it), so that each body's data is built once for all cloths."""
+        other = copy.copy(self)
+        Collider.__init__(other, self.name, self.thickness, friction_static, friction_kinetic)
+        return other
+
 
 class AnalyticCollider(Collider):
     kind = -1
@@ -110,12 +122,20 @@ class Plane(AnalyticCollider):
 
     kind = analytic.PLANE
 
-    def __init__(self, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
-                 friction_static=0.6, friction_kinetic=0.4):
+    def __init__(
+        self,
+        name=None,
+        position=(0.0, 0.0, 0.0),
+        rotation=IDENTITY,
+        *,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+    ):
         super().__init__((0.0, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
 
     @classmethod
-    def from_normal(cls, normal, point=(0.0, 0.0, 0.0), **kwargs) -> "Plane":
+    def from_normal(cls, normal, point=(0.0, 0.0, 0.0), **kwargs) -> Plane:
         n = validated_vector("plane normal", normal, 3)
         if np.linalg.norm(n) < 1e-12:
             raise ClothInputError("plane normal must be non-zero")
@@ -129,8 +149,17 @@ class Plane(AnalyticCollider):
 class Sphere(AnalyticCollider):
     kind = analytic.SPHERE
 
-    def __init__(self, radius, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
-                 friction_static=0.6, friction_kinetic=0.4):
+    def __init__(
+        self,
+        radius,
+        name=None,
+        position=(0.0, 0.0, 0.0),
+        rotation=IDENTITY,
+        *,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+    ):
         r = _positive(f"sphere {name!r} radius", radius)
         super().__init__((r, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
 
@@ -144,8 +173,18 @@ class Capsule(AnalyticCollider):
 
     kind = analytic.CAPSULE
 
-    def __init__(self, radius, half_length, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
-                 thickness=0.0, friction_static=0.6, friction_kinetic=0.4):
+    def __init__(
+        self,
+        radius,
+        half_length,
+        name=None,
+        position=(0.0, 0.0, 0.0),
+        rotation=IDENTITY,
+        *,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+    ):
         r = _positive(f"capsule {name!r} radius", radius)
         hl = _non_negative(f"capsule {name!r} half_length", half_length)
         super().__init__((r, hl, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
@@ -160,8 +199,17 @@ class Box(AnalyticCollider):
 
     kind = analytic.BOX
 
-    def __init__(self, half_extents, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *, thickness=0.0,
-                 friction_static=0.6, friction_kinetic=0.4):
+    def __init__(
+        self,
+        half_extents,
+        name=None,
+        position=(0.0, 0.0, 0.0),
+        rotation=IDENTITY,
+        *,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+    ):
         e = validated_vector(f"box {name!r} half_extents", half_extents, 3)
         if (e <= 0).any():
             raise ClothInputError(f"box {name!r} half_extents must be > 0, got {half_extents!r}")
@@ -185,8 +233,17 @@ class TriangleMesh(Collider):
     it first nears it), which is what works for open meshes.
     """
 
-    def __init__(self, vertices, triangles, name=None, *, thickness=0.0, friction_static=0.6,
-                 friction_kinetic=0.4, one_sided=False):
+    def __init__(
+        self,
+        vertices,
+        triangles,
+        name=None,
+        *,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+        one_sided=False,
+    ):
         super().__init__(name, thickness, friction_static, friction_kinetic)
         v = np.ascontiguousarray(np.asarray(vertices, dtype=np.float64))
         if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0:
@@ -197,25 +254,29 @@ class TriangleMesh(Collider):
         if t.size == 0:
             raise ClothInputError(f"mesh collider {name!r} has no triangles; give at least one triangle or drop it")
         if t.ndim != 2 or t.shape[1] != 3 or not np.issubdtype(t.dtype, np.integer):
-            raise ClothInputError(f"mesh collider {name!r}: triangles must be an integer (T, 3) array, got "
-                                  f"{t.shape} {t.dtype}")
+            raise ClothInputError(
+                f"mesh collider {name!r}: triangles must be an integer (T, 3) array, got {t.shape} {t.dtype}"
+            )
         t = np.ascontiguousarray(t, dtype=np.int64)
         if t.min() < 0 or t.max() >= v.shape[0]:
-            raise ClothInputError(f"mesh collider {name!r}: triangle indices must lie in 0..{v.shape[0] - 1}, "
-                                  f"found {t.min()}..{t.max()}")
+            raise ClothInputError(
+                f"mesh collider {name!r}: triangle indices must lie in 0..{v.shape[0] - 1}, found {t.min()}..{t.max()}"
+            )
         self.warnings: list[str] = []
         area2 = np.linalg.norm(np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]]), axis=1)
         scale = max(float(np.ptp(v, axis=0).max()), 1e-9)
         good = area2 > 1e-12 * scale * scale
         if not good.all():
             if not good.any():
-                raise ClothInputError(f"mesh collider {name!r}: all {t.shape[0]} triangles are degenerate "
-                                      "(zero area)")
+                raise ClothInputError(f"mesh collider {name!r}: all {t.shape[0]} triangles are degenerate (zero area)")
             self.warnings.append(f"mesh collider {name!r}: dropped {int((~good).sum())} degenerate triangles")
             t = np.ascontiguousarray(t[good])
         self.triangles = t
         self.vertices = v
         self.one_sided = bool(one_sided)
+        #: the body-side data shared by every cloth colliding with this mesh (and by the proxies
+        #: :meth:`with_friction` makes from this one): built once per set of positions
+        self.body = MeshBody(t, v.shape[0])
 
 
 class SDFGrid(AnalyticCollider):
@@ -240,9 +301,22 @@ class SDFGrid(AnalyticCollider):
 
     kind = analytic.SDF
 
-    def __init__(self, vertices, triangles, spacing, name=None, position=(0.0, 0.0, 0.0), rotation=IDENTITY, *,
-                 band=None, margin=None, thickness=0.0, friction_static=0.6, friction_kinetic=0.4,
-                 max_nodes: int = 8_000_000):
+    def __init__(
+        self,
+        vertices,
+        triangles,
+        spacing,
+        name=None,
+        position=(0.0, 0.0, 0.0),
+        rotation=IDENTITY,
+        *,
+        band=None,
+        margin=None,
+        thickness=0.0,
+        friction_static=0.6,
+        friction_kinetic=0.4,
+        max_nodes: int = 8_000_000,
+    ):
         h = _positive(f"SDF grid {name!r} spacing", spacing)
         v = np.ascontiguousarray(np.asarray(vertices, dtype=np.float64))
         if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0:
@@ -251,8 +325,9 @@ class SDFGrid(AnalyticCollider):
             raise ClothInputError(f"SDF grid {name!r}: vertices contain NaN or infinite values")
         t = np.asarray(triangles)
         if t.size == 0 or t.ndim != 2 or t.shape[1] != 3 or not np.issubdtype(t.dtype, np.integer):
-            raise ClothInputError(f"SDF grid {name!r}: triangles must be a non-empty integer (T, 3) array, got "
-                                  f"{t.shape} {t.dtype}")
+            raise ClothInputError(
+                f"SDF grid {name!r}: triangles must be a non-empty integer (T, 3) array, got {t.shape} {t.dtype}"
+            )
         t = np.ascontiguousarray(t, dtype=np.int64)
         if t.min() < 0 or t.max() >= v.shape[0]:
             raise ClothInputError(f"SDF grid {name!r}: triangle indices must lie in 0..{v.shape[0] - 1}")
@@ -263,15 +338,19 @@ class SDFGrid(AnalyticCollider):
         hi = v.max(axis=0) + margin + h
         shape = np.maximum(np.ceil((hi - lo) / h).astype(np.int64) + 1, 2)
         if int(np.prod(shape)) > max_nodes:
-            raise ClothInputError(f"SDF grid {name!r}: {tuple(int(s) for s in shape)} nodes exceed max_nodes="
-                                  f"{max_nodes}; use a larger spacing")
+            raise ClothInputError(
+                f"SDF grid {name!r}: {tuple(int(s) for s in shape)} nodes exceed max_nodes="
+                f"{max_nodes}; use a larger spacing"
+            )
         self.spacing = h
         self.band = band
         self.origin = lo
         self.phi = sdf.sdf_build(v, t, lo, h, shape, band)
         if not (self.phi < 0).any():
-            raise ClothInputError(f"SDF grid {name!r}: no grid node lies inside the mesh (spacing {h} too large "
-                                  "for the body, or the mesh is inside out)")
+            raise ClothInputError(
+                f"SDF grid {name!r}: no grid node lies inside the mesh (spacing {h} too large "
+                "for the body, or the mesh is inside out)"
+            )
         corners = np.array([[a, b, c] for a in (lo[0], hi[0]) for b in (lo[1], hi[1]) for c in (lo[2], hi[2])])
         bound = float(np.linalg.norm(corners, axis=1).max())
         super().__init__((bound, 0.0, 0.0), name, position, rotation, thickness, friction_static, friction_kinetic)
@@ -298,9 +377,13 @@ def _check_closed(triangles: np.ndarray, name) -> None:
     rev = e[:, 1] * (int(triangles.max()) + 1) + e[:, 0]
     uniq, counts = np.unique(key, return_counts=True)
     if (counts > 1).any():
-        raise ClothInputError(f"SDF grid {name!r}: the mesh is not consistently wound or not manifold (an edge is "
-                              "used twice in the same direction); a signed distance needs a closed, oriented mesh")
+        raise ClothInputError(
+            f"SDF grid {name!r}: the mesh is not consistently wound or not manifold (an edge is "
+            "used twice in the same direction); a signed distance needs a closed, oriented mesh"
+        )
     missing = ~np.isin(rev, uniq)
     if missing.any():
-        raise ClothInputError(f"SDF grid {name!r}: the mesh is open ({int(missing.sum())} boundary edges); a signed "
-                              "distance needs a closed mesh (use TriangleMesh for open meshes)")
+        raise ClothInputError(
+            f"SDF grid {name!r}: the mesh is open ({int(missing.sum())} boundary edges); a signed "
+            "distance needs a closed mesh (use TriangleMesh for open meshes)"
+        )

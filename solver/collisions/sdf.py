@@ -1,5 +1,5 @@
-"""Signed distance grid proxy (rigid body): build from a closed mesh, trilinear queries, narrow phase.
-"""
+"""Signed distance grid proxy (rigid body): build from a closed mesh, trilinear queries, narrow phase."""
+
 from __future__ import annotations
 
 import math
@@ -13,10 +13,10 @@ from ._jit import _JIT, _JIT_PARALLEL
 from .analytic import _world_to_local, emit_staged_contacts, poses_at, stage_rigid_contact
 from .geometry import point_triangle_distance
 
-
 # ----------------------------------------------------------------------------------------------
 # Signed distance grid proxy (rigid body): build from a closed mesh, trilinear queries.
 # ----------------------------------------------------------------------------------------------
+
 
 @njit(**_JIT)
 def sdf_build(verts, tris, origin, spacing, shape, band):
@@ -46,9 +46,20 @@ def sdf_build(verts, tris, origin, spacing, shape, band):
                 py = origin[1] + j * spacing
                 for k in range(lo[2], hi[2] + 1):
                     pz = origin[2] + k * spacing
-                    d = point_triangle_distance(px, py, pz, verts[ia, 0], verts[ia, 1], verts[ia, 2], verts[ib, 0],
-                                                verts[ib, 1], verts[ib, 2], verts[ic, 0], verts[ic, 1],
-                                                verts[ic, 2])
+                    d = point_triangle_distance(
+                        px,
+                        py,
+                        pz,
+                        verts[ia, 0],
+                        verts[ia, 1],
+                        verts[ia, 2],
+                        verts[ib, 0],
+                        verts[ib, 1],
+                        verts[ib, 2],
+                        verts[ic, 0],
+                        verts[ic, 1],
+                        verts[ic, 2],
+                    )
                     if d < dist[i, j, k]:
                         dist[i, j, k] = d
     # chamfer propagation for the nodes beyond the band
@@ -156,8 +167,12 @@ def sdf_sample(phi, origin, spacing, px, py, pz):
     value = c0 + fz * (c1 - c0)
     gz = (c1 - c0) / spacing
     gy = ((1 - fz) * (c10 - c00) + fz * (c11 - c01)) / spacing
-    gx = ((1 - fy) * (1 - fz) * (c100 - c000) + fy * (1 - fz) * (c110 - c010) + (1 - fy) * fz * (c101 - c001)
-          + fy * fz * (c111 - c011)) / spacing
+    gx = (
+        (1 - fy) * (1 - fz) * (c100 - c000)
+        + fy * (1 - fz) * (c110 - c010)
+        + (1 - fy) * fz * (c101 - c001)
+        + fy * fz * (c111 - c011)
+    ) / spacing
     e2 = extra0 * extra0 + extra1 * extra1 + extra2 * extra2
     if e2 > 0.0:
         e = sqrt(e2)
@@ -181,9 +196,38 @@ def sdf_signed_distance(points, phi, origin, spacing, out, normals):
 
 
 @njit(**_JIT_PARALLEL)
-def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand, k, t_start, t_end, pos0, rot0, pos1,
-                     rot1, phi, origin, spacing, cloth_thickness, skin, mu_s, mu_k, hit, res, c_vertex, c_normal,
-                     c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset):
+def sdf_narrow_phase(
+    x_start,
+    x_pred,
+    inv_mass,
+    cand_vertex,
+    cand_proxy,
+    n_cand,
+    k,
+    t_start,
+    t_end,
+    pos0,
+    rot0,
+    pos1,
+    rot1,
+    phi,
+    origin,
+    spacing,
+    cloth_thickness,
+    skin,
+    mu_s,
+    mu_k,
+    hit,
+    res,
+    c_vertex,
+    c_normal,
+    c_point,
+    c_radius,
+    c_disp,
+    c_mu_s,
+    c_mu_k,
+    offset,
+):
     """Contacts with the signed distance grid proxy k (rows from ``offset``), like the analytic ones.
 
     At the substep end the vertex's local position gives phi and the normal (normalised
@@ -204,18 +248,38 @@ def sdf_narrow_phase(x_start, x_pred, inv_mass, cand_vertex, cand_proxy, n_cand,
         i = cand_vertex[m]
         if inv_mass[i] == 0.0:
             continue
-        l0, l1, l2 = _world_to_local(pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1],
-                                     x_pred[i, 2])
+        l0, l1, l2 = _world_to_local(
+            pe[0], pe[1], pe[2], pe[3], pe[4], pe[5], pe[6], x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
+        )
         d, nl0, nl1, nl2 = sdf_sample(phi, origin, spacing, l0, l1, l2)
         ql0, ql1, ql2 = l0 - d * nl0, l1 - d * nl1, l2 - d * nl2
         if d < 0.0:
-            s0, s1, s2 = _world_to_local(ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0],
-                                         x_start[i, 1], x_start[i, 2])
+            s0, s1, s2 = _world_to_local(
+                ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], x_start[i, 0], x_start[i, 1], x_start[i, 2]
+            )
             ds, m0, m1, m2 = sdf_sample(phi, origin, spacing, s0, s1, s2)
             if ds >= 0.0:
                 nl0, nl1, nl2 = m0, m1, m2
                 ql0, ql1, ql2 = s0 - ds * m0, s1 - ds * m1, s2 - ds * m2
-        hit[m] = stage_rigid_contact(m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2,
-                                     cloth_thickness + skin[k], res)
-    return emit_staged_contacts(hit, res, cand_vertex, cand_proxy, n_cand, cloth_thickness, skin, mu_s, mu_k, c_vertex,
-                                c_normal, c_point, c_radius, c_disp, c_mu_s, c_mu_k, offset)
+        hit[m] = stage_rigid_contact(
+            m, i, x_start, x_pred, pe, ps, nl0, nl1, nl2, ql0, ql1, ql2, cloth_thickness + skin[k], res
+        )
+    return emit_staged_contacts(
+        hit,
+        res,
+        cand_vertex,
+        cand_proxy,
+        n_cand,
+        cloth_thickness,
+        skin,
+        mu_s,
+        mu_k,
+        c_vertex,
+        c_normal,
+        c_point,
+        c_radius,
+        c_disp,
+        c_mu_s,
+        c_mu_k,
+        offset,
+    )

@@ -1,5 +1,5 @@
-"""Self-collision: particle-particle (spatial hash, cell = 2 r) and vertex-triangle repulsion.
-"""
+"""Self-collision: particle-particle (spatial hash, cell = 2 r) and vertex-triangle repulsion."""
+
 from __future__ import annotations
 
 import math
@@ -65,7 +65,7 @@ def two_hop_lists(n, edges):
     mark[:] = -1
     for i in range(n):
         _two_hop_ring(i, degree, ring, mark, flat, offsets[i])
-        flat[offsets[i]:offsets[i + 1]].sort()
+        flat[offsets[i] : offsets[i + 1]].sort()
     return offsets, flat
 
 
@@ -84,8 +84,11 @@ def _particle_hash(x_start, x_pred, radius, table_size):
     max_travel = 0.0
     travel = np.empty(n)
     for i in range(n):
-        travel[i] = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                         + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+        travel[i] = sqrt(
+            (x_pred[i, 0] - x_start[i, 0]) ** 2
+            + (x_pred[i, 1] - x_start[i, 1]) ** 2
+            + (x_pred[i, 2] - x_start[i, 2]) ** 2
+        )
         max_travel = max(max_travel, travel[i])
     reach = 2.0 * radius + 2.0 * max_travel
     cell = max(2.0 * radius, reach)
@@ -93,8 +96,12 @@ def _particle_hash(x_start, x_pred, radius, table_size):
     counts = np.zeros(table_size + 1, dtype=np.int64)
     keys = np.empty(n, dtype=np.int64)
     for i in range(n):
-        keys[i] = cell_hash(int(math.floor(x_pred[i, 0] * inv)), int(math.floor(x_pred[i, 1] * inv)),
-                            int(math.floor(x_pred[i, 2] * inv)), table_size)
+        keys[i] = cell_hash(
+            int(math.floor(x_pred[i, 0] * inv)),
+            int(math.floor(x_pred[i, 1] * inv)),
+            int(math.floor(x_pred[i, 2] * inv)),
+            table_size,
+        )
         counts[keys[i] + 1] += 1
     for t in range(table_size):
         counts[t + 1] += counts[t]
@@ -107,8 +114,23 @@ def _particle_hash(x_start, x_pred, radius, table_size):
 
 
 @njit(**_JIT)
-def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items, excl_offsets, excl, pi,
-                         pj, q_first, q_last, count):
+def _fill_particle_pairs(
+    x_pred,
+    inv_mass,
+    radius,
+    travel,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    excl_offsets,
+    excl,
+    pi,
+    pj,
+    q_first,
+    q_last,
+    count,
+):
     """The pairs (i, j > i) of vertices ``q_first .. q_last - 1`` into fixed buffers. Returns (next
     vertex, count): ``q_last`` when done, else the vertex whose pairs did not fit (dropped)."""
     for i in range(q_first, q_last):
@@ -124,8 +146,11 @@ def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, buck
                         j = items[s]
                         if j <= i or (inv_mass[i] == 0.0 and inv_mass[j] == 0.0):
                             continue
-                        d2 = ((x_pred[i, 0] - x_pred[j, 0]) ** 2 + (x_pred[i, 1] - x_pred[j, 1]) ** 2
-                              + (x_pred[i, 2] - x_pred[j, 2]) ** 2)
+                        d2 = (
+                            (x_pred[i, 0] - x_pred[j, 0]) ** 2
+                            + (x_pred[i, 1] - x_pred[j, 1]) ** 2
+                            + (x_pred[i, 2] - x_pred[j, 2]) ** 2
+                        )
                         pair_reach = 2.0 * radius + travel[i] + travel[j]
                         if d2 > pair_reach * pair_reach or _is_excluded(i, j, excl_offsets, excl):
                             continue
@@ -145,13 +170,43 @@ def _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, buck
 
 
 @njit(**_JIT_PARALLEL)
-def _fill_particle_chunks(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items, excl_offsets, excl,
-                          bounds, resume, used, pis, pjs):
+def _fill_particle_chunks(
+    x_pred,
+    inv_mass,
+    radius,
+    travel,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    excl_offsets,
+    excl,
+    bounds,
+    resume,
+    used,
+    pis,
+    pjs,
+):
     """One :func:`_fill_particle_pairs` per vertex chunk, in parallel, each into its own buffers."""
     for c in prange(bounds.shape[0] - 1):
         if resume[c] < bounds[c + 1]:
-            q, count = _fill_particle_pairs(x_pred, inv_mass, radius, travel, inv, table_size, bucket_start, items,
-                                            excl_offsets, excl, pis[c], pjs[c], resume[c], bounds[c + 1], used[c])
+            q, count = _fill_particle_pairs(
+                x_pred,
+                inv_mass,
+                radius,
+                travel,
+                inv,
+                table_size,
+                bucket_start,
+                items,
+                excl_offsets,
+                excl,
+                pis[c],
+                pjs[c],
+                resume[c],
+                bounds[c + 1],
+                used[c],
+            )
             resume[c] = q
             used[c] = count
 
@@ -169,8 +224,12 @@ def self_particle_pairs(x_start, x_pred, inv_mass, radius, excl_offsets, excl, t
     chunks = bounds.shape[0] - 1
     cap = max(64, (4 * n + 16) // chunks)
     inputs = (x_pred, inv_mass, radius, travel, 1.0 / cell, table_size, bucket_start, items, excl_offsets, excl)
-    buffers, used = fill_in_chunks(_fill_particle_chunks, inputs, bounds,
-                                   [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64)])
+    buffers, used = fill_in_chunks(
+        _fill_particle_chunks,
+        inputs,
+        bounds,
+        [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64)],
+    )
     return tuple(concatenate_chunks(buffers, used))
 
 
@@ -232,63 +291,153 @@ def _vertex_triangle_side(i, t, x_start, x_pred, tris, thickness):
     side of the triangle's plane the vertex was on at the substep start.
     """
     ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-    travel = sqrt((x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2
-                  + (x_pred[i, 2] - x_start[i, 2]) ** 2)
+    travel = sqrt(
+        (x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2 + (x_pred[i, 2] - x_start[i, 2]) ** 2
+    )
     limit = 2.0 * thickness + travel
     # cheap rejection: the triangle's bounding sphere (at the prediction) is out of reach
     g0 = (x_pred[ia, 0] + x_pred[ib, 0] + x_pred[ic, 0]) / 3.0
     g1 = (x_pred[ia, 1] + x_pred[ib, 1] + x_pred[ic, 1]) / 3.0
     g2 = (x_pred[ia, 2] + x_pred[ib, 2] + x_pred[ic, 2]) / 3.0
-    rad2 = max((x_pred[ia, 0] - g0) ** 2 + (x_pred[ia, 1] - g1) ** 2 + (x_pred[ia, 2] - g2) ** 2,
-               (x_pred[ib, 0] - g0) ** 2 + (x_pred[ib, 1] - g1) ** 2 + (x_pred[ib, 2] - g2) ** 2,
-               (x_pred[ic, 0] - g0) ** 2 + (x_pred[ic, 1] - g1) ** 2 + (x_pred[ic, 2] - g2) ** 2)
+    rad2 = max(
+        (x_pred[ia, 0] - g0) ** 2 + (x_pred[ia, 1] - g1) ** 2 + (x_pred[ia, 2] - g2) ** 2,
+        (x_pred[ib, 0] - g0) ** 2 + (x_pred[ib, 1] - g1) ** 2 + (x_pred[ib, 2] - g2) ** 2,
+        (x_pred[ic, 0] - g0) ** 2 + (x_pred[ic, 1] - g1) ** 2 + (x_pred[ic, 2] - g2) ** 2,
+    )
     dg = sqrt((x_pred[i, 0] - g0) ** 2 + (x_pred[i, 1] - g1) ** 2 + (x_pred[i, 2] - g2) ** 2)
     # the start position is within travel + the triangle's own travel of the prediction
-    tri_travel = max(sqrt((x_pred[ia, 0] - x_start[ia, 0]) ** 2 + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
-                          + (x_pred[ia, 2] - x_start[ia, 2]) ** 2),
-                     sqrt((x_pred[ib, 0] - x_start[ib, 0]) ** 2 + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
-                          + (x_pred[ib, 2] - x_start[ib, 2]) ** 2),
-                     sqrt((x_pred[ic, 0] - x_start[ic, 0]) ** 2 + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
-                          + (x_pred[ic, 2] - x_start[ic, 2]) ** 2))
+    tri_travel = max(
+        sqrt(
+            (x_pred[ia, 0] - x_start[ia, 0]) ** 2
+            + (x_pred[ia, 1] - x_start[ia, 1]) ** 2
+            + (x_pred[ia, 2] - x_start[ia, 2]) ** 2
+        ),
+        sqrt(
+            (x_pred[ib, 0] - x_start[ib, 0]) ** 2
+            + (x_pred[ib, 1] - x_start[ib, 1]) ** 2
+            + (x_pred[ib, 2] - x_start[ib, 2]) ** 2
+        ),
+        sqrt(
+            (x_pred[ic, 0] - x_start[ic, 0]) ** 2
+            + (x_pred[ic, 1] - x_start[ic, 1]) ** 2
+            + (x_pred[ic, 2] - x_start[ic, 2]) ** 2
+        ),
+    )
     if dg - sqrt(rad2) > limit + travel + tri_travel:
         return 0.0
-    u, v, w = closest_on_triangle(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
-                                  x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2],
-                                  x_pred[ic, 0], x_pred[ic, 1], x_pred[ic, 2])
+    u, v, w = closest_on_triangle(
+        x_pred[i, 0],
+        x_pred[i, 1],
+        x_pred[i, 2],
+        x_pred[ia, 0],
+        x_pred[ia, 1],
+        x_pred[ia, 2],
+        x_pred[ib, 0],
+        x_pred[ib, 1],
+        x_pred[ib, 2],
+        x_pred[ic, 0],
+        x_pred[ic, 1],
+        x_pred[ic, 2],
+    )
     e0 = x_pred[i, 0] - (u * x_pred[ia, 0] + v * x_pred[ib, 0] + w * x_pred[ic, 0])
     e1 = x_pred[i, 1] - (u * x_pred[ia, 1] + v * x_pred[ib, 1] + w * x_pred[ic, 1])
     e2 = x_pred[i, 2] - (u * x_pred[ia, 2] + v * x_pred[ib, 2] + w * x_pred[ic, 2])
     dist_pred = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
     # substep start: side and distance
-    u, v, w = closest_on_triangle(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0],
-                                  x_start[ia, 1], x_start[ia, 2], x_start[ib, 0], x_start[ib, 1],
-                                  x_start[ib, 2], x_start[ic, 0], x_start[ic, 1], x_start[ic, 2])
+    u, v, w = closest_on_triangle(
+        x_start[i, 0],
+        x_start[i, 1],
+        x_start[i, 2],
+        x_start[ia, 0],
+        x_start[ia, 1],
+        x_start[ia, 2],
+        x_start[ib, 0],
+        x_start[ib, 1],
+        x_start[ib, 2],
+        x_start[ic, 0],
+        x_start[ic, 1],
+        x_start[ic, 2],
+    )
     e0 = x_start[i, 0] - (u * x_start[ia, 0] + v * x_start[ib, 0] + w * x_start[ic, 0])
     e1 = x_start[i, 1] - (u * x_start[ia, 1] + v * x_start[ib, 1] + w * x_start[ic, 1])
     e2 = x_start[i, 2] - (u * x_start[ia, 2] + v * x_start[ib, 2] + w * x_start[ic, 2])
     dist_start = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
     if min(dist_start, dist_pred) > limit:
         return 0.0
-    n0, n1, n2 = triangle_normal(x_start[ia, 0], x_start[ia, 1], x_start[ia, 2], x_start[ib, 0],
-                                 x_start[ib, 1], x_start[ib, 2], x_start[ic, 0], x_start[ic, 1],
-                                 x_start[ic, 2])
+    n0, n1, n2 = triangle_normal(
+        x_start[ia, 0],
+        x_start[ia, 1],
+        x_start[ia, 2],
+        x_start[ib, 0],
+        x_start[ib, 1],
+        x_start[ib, 2],
+        x_start[ic, 0],
+        x_start[ic, 1],
+        x_start[ic, 2],
+    )
     if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
         return 0.0
     side = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
     # only a vertex over the face (not beside it in its plane) is pushed along the face normal
-    if not (_projected_inside(x_start[i, 0], x_start[i, 1], x_start[i, 2], x_start[ia, 0], x_start[ia, 1],
-                              x_start[ia, 2], x_start[ib, 0], x_start[ib, 1], x_start[ib, 2],
-                              x_start[ic, 0], x_start[ic, 1], x_start[ic, 2], 0.1)
-            or _projected_inside(x_pred[i, 0], x_pred[i, 1], x_pred[i, 2], x_pred[ia, 0], x_pred[ia, 1],
-                                 x_pred[ia, 2], x_pred[ib, 0], x_pred[ib, 1], x_pred[ib, 2], x_pred[ic, 0],
-                                 x_pred[ic, 1], x_pred[ic, 2], 0.1)):
+    if not (
+        _projected_inside(
+            x_start[i, 0],
+            x_start[i, 1],
+            x_start[i, 2],
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+            0.1,
+        )
+        or _projected_inside(
+            x_pred[i, 0],
+            x_pred[i, 1],
+            x_pred[i, 2],
+            x_pred[ia, 0],
+            x_pred[ia, 1],
+            x_pred[ia, 2],
+            x_pred[ib, 0],
+            x_pred[ib, 1],
+            x_pred[ib, 2],
+            x_pred[ic, 0],
+            x_pred[ic, 1],
+            x_pred[ic, 2],
+            0.1,
+        )
+    ):
         return 0.0
     return side
 
 
 @njit(**_JIT)
-def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv, table_size, bucket_start,
-                                items, excl_offsets, excl, stamp, cv, ct, cs, q_first, q_last, count):
+def _fill_vertex_triangle_pairs(
+    x_start,
+    x_pred,
+    inv_mass,
+    tris,
+    thickness,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    excl_offsets,
+    excl,
+    stamp,
+    cv,
+    ct,
+    cs,
+    q_first,
+    q_last,
+    count,
+):
     """The pairs of vertices ``q_first .. q_last - 1`` into fixed buffers (hash query and filter
     fused). Returns (next vertex, count): ``q_last`` when done, else the vertex whose pairs did not
     fit (dropped: resume from it with bigger buffers and a cleared ``stamp``)."""
@@ -328,20 +477,58 @@ def _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, 
 
 
 @njit(**_JIT_PARALLEL)
-def _fill_pair_chunks(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv, table_size, bucket_start, items,
-                      excl_offsets, excl, bounds, resume, counts, stamps, cvs, cts, css):
+def _fill_pair_chunks(
+    x_start,
+    x_pred,
+    inv_mass,
+    tris,
+    thickness,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    excl_offsets,
+    excl,
+    bounds,
+    resume,
+    counts,
+    stamps,
+    cvs,
+    cts,
+    css,
+):
     """One :func:`_fill_vertex_triangle_pairs` per vertex chunk, in parallel, each into its own buffers."""
     for c in prange(bounds.shape[0] - 1):
         if resume[c] < bounds[c + 1]:
-            q, count = _fill_vertex_triangle_pairs(x_start, x_pred, inv_mass, tris, thickness, lo, hi, inv,
-                                                   table_size, bucket_start, items, excl_offsets, excl, stamps[c],
-                                                   cvs[c], cts[c], css[c], resume[c], bounds[c + 1], counts[c])
+            q, count = _fill_vertex_triangle_pairs(
+                x_start,
+                x_pred,
+                inv_mass,
+                tris,
+                thickness,
+                lo,
+                hi,
+                inv,
+                table_size,
+                bucket_start,
+                items,
+                excl_offsets,
+                excl,
+                stamps[c],
+                cvs[c],
+                cts[c],
+                css[c],
+                resume[c],
+                bounds[c + 1],
+                counts[c],
+            )
             resume[c] = q
             counts[c] = count
 
 
-def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, table_size, excl_offsets, excl,
-                           chunks=1):
+def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, table_size, excl_offsets, excl, chunks=1):
     """Vertex-triangle pairs for self-collision repulsion this substep.
 
     Triangles are hashed by their swept box (substep start and prediction, padded by the
@@ -364,11 +551,28 @@ def self_triangle_contacts(x_start, x_pred, inv_mass, tris, thickness, cell, tab
     chunks = bounds.shape[0] - 1
     cap = max(64, n // chunks)
     stamps = np.full((chunks, nt + n), -1, dtype=np.int64)  # per chunk: triangles seen, then vertex ring marks
-    inputs = (x_start, x_pred, inv_mass, tris, thickness, lo, hi, 1.0 / cell, table_size, bucket, items, excl_offsets,
-              excl)
-    buffers, counts = fill_in_chunks(_fill_pair_chunks, inputs, bounds,
-                                     [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64),
-                                      np.empty((chunks, cap))], stamps)
+    inputs = (
+        x_start,
+        x_pred,
+        inv_mass,
+        tris,
+        thickness,
+        lo,
+        hi,
+        1.0 / cell,
+        table_size,
+        bucket,
+        items,
+        excl_offsets,
+        excl,
+    )
+    buffers, counts = fill_in_chunks(
+        _fill_pair_chunks,
+        inputs,
+        bounds,
+        [np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap), dtype=np.int64), np.empty((chunks, cap))],
+        stamps,
+    )
     return tuple(concatenate_chunks(buffers, counts))
 
 
@@ -384,10 +588,23 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         i = cv[c]
         t = ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
-        u, v, w = closest_on_triangle(x[i, 0], x[i, 1], x[i, 2], x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1],
-                                      x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2])
-        n0, n1, n2 = triangle_normal(x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0],
-                                     x[ic, 1], x[ic, 2])
+        u, v, w = closest_on_triangle(
+            x[i, 0],
+            x[i, 1],
+            x[i, 2],
+            x[ia, 0],
+            x[ia, 1],
+            x[ia, 2],
+            x[ib, 0],
+            x[ib, 1],
+            x[ib, 2],
+            x[ic, 0],
+            x[ic, 1],
+            x[ic, 2],
+        )
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
         if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
             continue
         s = cs[c]
@@ -400,7 +617,7 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
             continue
         wi, wa, wb, wc = inv_mass[i], inv_mass[ia], inv_mass[ib], inv_mass[ic]
         K = wi + u * u * wa + v * v * wb + w * w * wc
-        if K < 0.05 * max(max(wi, wa), max(wb, wc)):
+        if 0.05 * max(max(wi, wa), max(wb, wc)) > K:
             # only a triangle corner of small barycentric weight can move: it would be thrown by C / b
             continue
         dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(K, 0.0, 0.0))
@@ -418,4 +635,3 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         x[ic, 0] -= wc * w * dlam * n0
         x[ic, 1] -= wc * w * dlam * n1
         x[ic, 2] -= wc * w * dlam * n2
-

@@ -10,15 +10,16 @@ The cloth is a 5x5-vertex grid whose object is moved and rotated, with location 
 the pins (two corners, vertex group) must follow the animated object and the world/object
 transforms are exercised. Frames 1-6, 4 substeps: small on purpose.
 """
+
 import json
 
+import blender_scenes
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import evaluated_co, fresh_blender, grid_cloth, mesh_co
 
 import selvedge
-import blender_scenes
-from blender_scenes import evaluated_co, fresh_blender, grid_cloth, mesh_co
 from selvedge import solver
 from selvedge.solver.io_pc2 import read_pc2
 
@@ -56,8 +57,11 @@ def test_pc2_bake_plays_back_through_blenders_mesh_cache_modifier(cache_dir):
     mods = [(m.name, m.type) for m in obj.modifiers]
     assert mods == [("Selvedge Cache", "MESH_CACHE")]
     mod = obj.modifiers["Selvedge Cache"]
-    assert (mod.cache_format, mod.frame_start, bpy.path.abspath(mod.filepath)) == ("PC2", FIRST,
-                                                                                   str(cache_dir / "Cloth.pc2"))
+    assert (mod.cache_format, mod.frame_start, bpy.path.abspath(mod.filepath)) == (
+        "PC2",
+        FIRST,
+        str(cache_dir / "Cloth.pc2"),
+    )
     assert sorted(p.name for p in cache_dir.iterdir()) == ["Cloth.json", "Cloth.pc2"]
 
     expected, expected_world, pin_world, cloth = reference_run(obj, pinned)
@@ -122,13 +126,16 @@ def test_relative_cache_folder_in_an_unsaved_file_is_refused(tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("breakage, message", [
-    ("missing_group", "vertex group 'pins' does not exist"),
-    ("missing_uv", "UV map 'Nope' does not exist"),
-    ("subdivision", "change the vertex count"),
-    ("reversed_range", "reversed"),
-    ("not_a_mesh", "not a mesh"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("missing_group", "vertex group 'pins' does not exist"),
+        ("missing_uv", "UV map 'Nope' does not exist"),
+        ("subdivision", "change the vertex count"),
+        ("reversed_range", "reversed"),
+        ("not_a_mesh", "not a mesh"),
+    ],
+)
 def test_bad_input_is_reported_and_nothing_is_written(cache_dir, breakage, message):
     obj, _ = make_cloth()
     if breakage == "missing_group":

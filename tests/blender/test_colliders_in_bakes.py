@@ -12,15 +12,16 @@
 
 Scenes are small (9x9 grids, a dozen frames, 5 substeps).
 """
+
 import math
 
+import blender_scenes
+import bmesh
 import bpy
-import bmesh  # noqa: E402  (only importable once bpy is)
 import numpy as np
 import pytest
-
-import blender_scenes
 from blender_scenes import fresh_blender, mesh_co
+
 from selvedge import solver
 from selvedge.operators import bake
 from selvedge.operators import scene_to_solver as s2s
@@ -85,8 +86,7 @@ def test_sphere_proxy_fitted_to_a_scaled_object_keeps_the_cloth_outside(cache_di
     setup_scene()
     bpy.context.scene.unit_settings.scale_length = unit
     # a UV sphere of radius 0.15 m scaled 2x: the fitted proxy must have radius 0.3 m (scale folded in)
-    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.15 / unit, location=(0.05 / unit, 0.0, 0.0),
-                                         rotation=(0.3, 0.2, 0.1))
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.15 / unit, location=(0.05 / unit, 0.0, 0.0), rotation=(0.3, 0.2, 0.1))
     ball = bpy.context.object
     ball.name = "Ball"
     ball.scale = (2.0, 2.0, 2.0)
@@ -148,14 +148,29 @@ def test_keyframed_box_carries_the_cloth_like_a_direct_solver_run(cache_dir):
         return np.array(m.translation), np.array(m.to_quaternion())
 
     p0, q0 = pose(FIRST)
-    contacts = Colliders([Box((0.5, 0.5, 0.1), name="Table", position=p0, rotation=q0,
-                              thickness=box.selvedge.collider_thickness_m,
-                              friction_static=math.sqrt(mu * material.friction_static),
-                              friction_kinetic=math.sqrt(mu * material.friction_kinetic))],
-                         cloth_thickness=material.thickness_m)
-    direct = solver.Cloth(rest, tris, material=material, options=s2s.options_from_settings(cloth.selvedge),
-                          settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
-                          uvs=uvs, contact_handler=contacts)
+    contacts = Colliders(
+        [
+            Box(
+                (0.5, 0.5, 0.1),
+                name="Table",
+                position=p0,
+                rotation=q0,
+                thickness=box.selvedge.collider_thickness_m,
+                friction_static=math.sqrt(mu * material.friction_static),
+                friction_kinetic=math.sqrt(mu * material.friction_kinetic),
+            )
+        ],
+        cloth_thickness=material.thickness_m,
+    )
+    direct = solver.Cloth(
+        rest,
+        tris,
+        material=material,
+        options=s2s.options_from_settings(cloth.selvedge),
+        settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
+        uvs=uvs,
+        contact_handler=contacts,
+    )
     for f in range(FIRST + 1, LAST + 1):
         contacts.set_transform("Table", *pose(f))
         direct.step()
@@ -217,8 +232,11 @@ def _two_layer_cloth(self_collision):
     for layer, z in enumerate((0.1095, 0.118)):
         o = layer * 36
         verts += [(x, y, z) for y in g for x in g]
-        faces += [(o + j * 6 + i, o + j * 6 + i + 1, o + (j + 1) * 6 + i + 1, o + (j + 1) * 6 + i)
-                  for j in range(5) for i in range(5)]
+        faces += [
+            (o + j * 6 + i, o + j * 6 + i + 1, o + (j + 1) * 6 + i + 1, o + (j + 1) * 6 + i)
+            for j in range(5)
+            for i in range(5)
+        ]
     mesh = bpy.data.meshes.new("Layers")
     mesh.from_pydata(verts, [], faces)
     mesh.uv_layers.new(name="UVMap")
@@ -247,16 +265,29 @@ def test_self_collision_flag_keeps_layers_apart_like_a_direct_solver_run(cache_d
     uvs = np.array([[tuple(uv[i].uv) for i in t.loops] for t in mesh.loop_triangles], dtype=np.float64)
     material = s2s.material_from_settings(cloth.selvedge)
     mu = box.selvedge.collider_friction
-    contacts = Colliders([Box((0.5, 0.5, 0.1), name="Table", thickness=box.selvedge.collider_thickness_m,
-                              friction_static=math.sqrt(mu * material.friction_static),
-                              friction_kinetic=math.sqrt(mu * material.friction_kinetic))],
-                         cloth_thickness=material.thickness_m,
-                         self_collision=SelfCollision() if self_collision else None,
-                         cloth_triangles=tris if self_collision else None)
-    direct = solver.Cloth(mesh_co(mesh).astype(np.float64), tris, material=material,
-                          options=s2s.options_from_settings(cloth.selvedge),
-                          settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
-                          uvs=uvs, contact_handler=contacts)
+    contacts = Colliders(
+        [
+            Box(
+                (0.5, 0.5, 0.1),
+                name="Table",
+                thickness=box.selvedge.collider_thickness_m,
+                friction_static=math.sqrt(mu * material.friction_static),
+                friction_kinetic=math.sqrt(mu * material.friction_kinetic),
+            )
+        ],
+        cloth_thickness=material.thickness_m,
+        self_collision=SelfCollision() if self_collision else None,
+        cloth_triangles=tris if self_collision else None,
+    )
+    direct = solver.Cloth(
+        mesh_co(mesh).astype(np.float64),
+        tris,
+        material=material,
+        options=s2s.options_from_settings(cloth.selvedge),
+        settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
+        uvs=uvs,
+        contact_handler=contacts,
+    )
     for f in range(FIRST + 1, LAST + 1):
         direct.step()
     final = cached_world(cloth, LAST)
@@ -329,8 +360,12 @@ def test_fit_collider_shows_the_bounds_and_the_bake_uses_that_shape(cache_dir):
     post.select_set(True)
     assert bpy.ops.selvedge.fit_collider(shape="CAPSULE") == {"FINISHED"}
     s = post.selvedge
-    assert (s.role, s.collider_proxy, post.show_bounds, post.display_bounds_type) == \
-        ("COLLIDER", "CAPSULE", True, "CAPSULE")
+    assert (s.role, s.collider_proxy, post.show_bounds, post.display_bounds_type) == (
+        "COLLIDER",
+        "CAPSULE",
+        True,
+        "CAPSULE",
+    )
     # fitted: radius 0.1 * 1.5, half length (0.4 - 0.1) * 1.5, centred on the bounds
     make_cloth()
     assert bpy.ops.selvedge.bake_cache() == {"FINISHED"}
@@ -369,8 +404,11 @@ def rigged_cylinder(radius=0.2, rings=9):
     angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     heights = np.linspace(0.0, 2.0, rings)
     verts = [(radius * math.cos(a), radius * math.sin(a), z) for z in heights for a in angles]
-    faces = [(r * 12 + i, r * 12 + (i + 1) % 12, (r + 1) * 12 + (i + 1) % 12, (r + 1) * 12 + i)
-             for r in range(rings - 1) for i in range(12)]
+    faces = [
+        (r * 12 + i, r * 12 + (i + 1) % 12, (r + 1) * 12 + (i + 1) % 12, (r + 1) * 12 + i)
+        for r in range(rings - 1)
+        for i in range(12)
+    ]
     mesh = bpy.data.meshes.new("Body")
     mesh.from_pydata(verts, [], faces)
     body = bpy.data.objects.new("Body", mesh)
@@ -406,8 +444,10 @@ def test_capsules_fitted_to_bones_follow_the_posed_rig():
     assert bpy.ops.selvedge.fit_capsules_to_bones() == {"FINISHED"}
     assert body.selvedge.role == "COLLIDER" and body.selvedge.fit_capsules_to_bones
     shown = sorted((o for o in bpy.data.objects if o.get("selvedge_capsule_of") == "Body"), key=lambda o: o.name)
-    assert [(o.parent_bone, o.display_bounds_type, o.hide_render) for o in shown] == \
-        [("Lower", "CAPSULE", True), ("Upper", "CAPSULE", True)]
+    assert [(o.parent_bone, o.display_bounds_type, o.hide_render) for o in shown] == [
+        ("Lower", "CAPSULE", True),
+        ("Upper", "CAPSULE", True),
+    ]
     # radius: the cylinder's (its vertices lie exactly 0.2 m from the bone axis); length: the bones'
     _, capsules, _ = bake.bone_capsules(body)
     assert [c["bone"] for c in capsules] == ["Lower", "Upper"]
@@ -455,12 +495,35 @@ def test_demo_blender_writes_a_blend_cache_and_preview_that_agree(tmp_path, caps
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
     frames, width, height = 8, 40, 30
-    assert demo.main(["--frames", str(frames), "--resolution", "10", "--substeps", "8", "--width", str(width),
-                      "--height", str(height), "--samples", "2", "--out", str(tmp_path)]) == 0
+    assert (
+        demo.main(
+            [
+                "--frames",
+                str(frames),
+                "--resolution",
+                "10",
+                "--substeps",
+                "8",
+                "--width",
+                str(width),
+                "--height",
+                str(height),
+                "--samples",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     paths = {k: Path(summary[k]) for k in ("blend", "pc2", "sidecar", "png")}
-    assert paths == {"blend": tmp_path / "demo.blend", "pc2": tmp_path / "Cloth.pc2",
-                     "sidecar": tmp_path / "Cloth.json", "png": tmp_path / "preview.png"}
+    assert paths == {
+        "blend": tmp_path / "demo.blend",
+        "pc2": tmp_path / "Cloth.pc2",
+        "sidecar": tmp_path / "Cloth.json",
+        "png": tmp_path / "preview.png",
+    }
     sidecar = json.loads(paths["sidecar"].read_text())
     assert (summary["frames"], len(sidecar["frames"]), summary["vertices"]) == (frames, frames, 100)
     assert summary["strain_max"] == max(f["strain_max"] for f in sidecar["frames"])
@@ -520,12 +583,14 @@ def test_panel_names_collider_problems_before_a_bake():
     empty.selvedge.role = "COLLIDER"
     # Auto on a non-mesh is a box from its bounds, and an empty has none
     assert collider_misconfiguration(empty) == [
-        ("ERROR", "Its bounds are flat or empty: no box fits; use Plane or Mesh")]
+        ("ERROR", "Its bounds are flat or empty: no box fits; use Plane or Mesh")
+    ]
     empty.selvedge.collider_proxy = "PLANE"
     assert collider_misconfiguration(empty)[0][0] == "WARNING"
     empty.selvedge.collider_proxy = "MESH"
     assert collider_misconfiguration(empty) == [
-        ("ERROR", "collider Handle is not a mesh (type EMPTY) so it cannot use the Mesh proxy")]
+        ("ERROR", "collider Handle is not a mesh (type EMPTY) so it cannot use the Mesh proxy")
+    ]
     mesh = bpy.data.meshes.new("Points")
     mesh.from_pydata([(0, 0, 0), (1, 0, 0)], [], [])
     points = bpy.data.objects.new("Points", mesh)

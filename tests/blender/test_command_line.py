@@ -9,6 +9,7 @@ the cache back through Blender's own Mesh Cache modifier. Failures (missing .ble
 unwritable cache folder, a pin that teleports mid-bake) must fail their shot clearly, leave no
 partial cache and leave the other shots' caches in place.
 """
+
 import json
 import os
 import re
@@ -20,9 +21,9 @@ from pathlib import Path
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacked_reference_run
 
 import selvedge
-from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacked_reference_run
 from selvedge import cli_core
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
 
@@ -83,7 +84,7 @@ def run_cli(args, cwd, module=False):
 def summary_rows(stdout):
     """{shot: status} from the summary table the CLI prints last."""
     rows = {}
-    for line in stdout[stdout.rindex("Selvedge bake summary"):].splitlines()[3:]:
+    for line in stdout[stdout.rindex("Selvedge bake summary") :].splitlines()[3:]:
         if line.startswith("FAILED ") or "shot(s) baked" in line:
             break
         rows[line.split()[0]] = line.split()[1]
@@ -93,8 +94,21 @@ def summary_rows(stdout):
 def test_two_shots_in_a_pool_of_two_workers_match_a_direct_solver_run(shots):
     folder, expected = shots
     summary = folder / "good.json"
-    proc = run_cli(["shot_a.blend", "shot_b.blend", *FLAGS, "--out", "//cache/{shot}", "--jobs", "2", "--save",
-                    "--summary-json", str(summary)], cwd=folder)
+    proc = run_cli(
+        [
+            "shot_a.blend",
+            "shot_b.blend",
+            *FLAGS,
+            "--out",
+            "//cache/{shot}",
+            "--jobs",
+            "2",
+            "--save",
+            "--summary-json",
+            str(summary),
+        ],
+        cwd=folder,
+    )
     assert proc.returncode == 0, proc.stderr
 
     # The summary lists both shots; the JSON form says what the table says.
@@ -109,7 +123,8 @@ def test_two_shots_in_a_pool_of_two_workers_match_a_direct_solver_run(shots):
     # Two workers at once: the second shot started before the first one finished its frames.
     out = proc.stdout.splitlines()
     assert out.index(next(x for x in out if x.startswith("shot_b | started"))) < out.index(
-        next(x for x in out if x.startswith("shot_a | Cloth | frame 6 of 6")))
+        next(x for x in out if x.startswith("shot_a | Cloth | frame 6 of 6"))
+    )
     # One progress line per frame and object: shot, object, frame, ms/frame, max strain.
     lines = [line for line in proc.stdout.splitlines() if re.match(r"shot_a \| Cloth \| frame \d+ of 6", line)]
     assert len(lines) == LAST - FIRST and "ms/frame" in lines[-1] and "max strain" in lines[-1]
@@ -155,12 +170,25 @@ def test_a_missing_blend_fails_the_run_and_the_good_shot_keeps_its_cache(shots, 
     (``--blender``): a stand-in executable records its arguments and runs the script as Blender would."""
     folder, expected = shots
     fake = tmp_path / "blender"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv.txt'}\n"
-                    f"[ \"$1 $2 $3 $4\" = \"-b --python-exit-code 1 -P\" ] || exit 99\n"
-                    f"script=$5; shift 5\nexec {sys.executable} \"$script\" \"$@\"\n")
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" > {tmp_path / "argv.txt"}\n'
+        f'[ "$1 $2 $3 $4" = "-b --python-exit-code 1 -P" ] || exit 99\n'
+        f'script=$5; shift 5\nexec {sys.executable} "$script" "$@"\n'
+    )
     fake.chmod(0o755)
-    proc = run_cli([str(folder / "missing.blend"), str(folder / "shot_a.blend"), *FLAGS, "--out",
-                    "//missing_run/{shot}", "--blender", str(fake)], cwd=ROOT, module=True)
+    proc = run_cli(
+        [
+            str(folder / "missing.blend"),
+            str(folder / "shot_a.blend"),
+            *FLAGS,
+            "--out",
+            "//missing_run/{shot}",
+            "--blender",
+            str(fake),
+        ],
+        cwd=ROOT,
+        module=True,
+    )
     assert proc.returncode == 1
     worker_argv = (tmp_path / "argv.txt").read_text().split()
     assert worker_argv[:6] == ["-b", "--python-exit-code", "1", "-P", str(CLI), "--"]
@@ -181,12 +209,24 @@ def test_bad_shots_fail_clearly_and_leave_no_partial_cache(shots):
     (folder / "bad").mkdir()
     (folder / "bad" / "blocked").write_text("a file where the cache folder should be")
     summary = folder / "bad.json"
-    proc = run_cli(["nocloth.blend", "blocked.blend", "jump.blend", *FLAGS, "--out", "//bad/{shot}", "--jobs", "2",
-                    "--summary-json", str(summary)], cwd=folder)
+    proc = run_cli(
+        [
+            "nocloth.blend",
+            "blocked.blend",
+            "jump.blend",
+            *FLAGS,
+            "--out",
+            "//bad/{shot}",
+            "--jobs",
+            "2",
+            "--summary-json",
+            str(summary),
+        ],
+        cwd=folder,
+    )
     assert proc.returncode == 1
     results = {s["shot"]: s for s in json.loads(summary.read_text())["shots"]}
-    assert {k: v["status"] for k, v in results.items()} == {"nocloth": "failed", "blocked": "failed",
-                                                            "jump": "failed"}
+    assert {k: v["status"] for k, v in results.items()} == {"nocloth": "failed", "blocked": "failed", "jump": "failed"}
     assert "no object has the Selvedge role 'Cloth'" in results["nocloth"]["message"]
     assert f"cannot write to the cache folder '{folder / 'bad' / 'blocked'}'" in results["blocked"]["message"]
     assert re.search(r"Cloth, frame 4: pin target .* jumps", results["jump"]["message"])
@@ -195,8 +235,13 @@ def test_bad_shots_fail_clearly_and_leave_no_partial_cache(shots):
     # The teleporting shot baked frames 2 and 3 before failing at 4: nothing of it is left.
     progress = [line for line in proc.stdout.splitlines() if line.startswith("jump | Cloth | frame")]
     assert len(progress) == 2
-    assert sorted(p.name for p in (folder / "bad").iterdir()) == ["blocked", "blocked.selvedge.log", "jump",
-                                                                 "jump.selvedge.log", "nocloth.selvedge.log"]
+    assert sorted(p.name for p in (folder / "bad").iterdir()) == [
+        "blocked",
+        "blocked.selvedge.log",
+        "jump",
+        "jump.selvedge.log",
+        "nocloth.selvedge.log",
+    ]
     assert list((folder / "bad" / "jump").iterdir()) == []  # no cache, no temporary file
     assert (folder / "bad" / "blocked").read_text() == "a file where the cache folder should be"
 
@@ -233,8 +278,21 @@ def test_inside_blender_the_open_file_bakes_in_process(shots, monkeypatch):
         other = bpy.context.object
         other.name = "Other"
         other.selvedge.role = "CLOTH"  # no pins: would fall and bake too without --objects
-        argv = ["blender", "-b", "shot_a.blend", "-P", str(CLI), "--", *FLAGS[:-2], "--threads", str(threads),
-                "--objects", "Cloth", "--out", "//inproc"]
+        argv = [
+            "blender",
+            "-b",
+            "shot_a.blend",
+            "-P",
+            str(CLI),
+            "--",
+            *FLAGS[:-2],
+            "--threads",
+            str(threads),
+            "--objects",
+            "Cloth",
+            "--out",
+            "//inproc",
+        ]
         assert cli.main(argv) == 0 and cli._KEEP_BLENDER_RUNNING
         assert sorted(p.name for p in (folder / "inproc").iterdir()) == ["Cloth.json", "Cloth.pc2"]
         assert other.selvedge.role == "CLOTH" and len(other.modifiers) == 0
@@ -257,8 +315,7 @@ def test_inside_blender_the_open_file_bakes_in_process(shots, monkeypatch):
 # ----------------------------------------------------------------------------------------------
 # The Blender-free half
 def test_arguments_after_a_double_dash_and_defaults():
-    assert cli_core.script_args(["blender", "-b", "x.blend", "-P", "cli.py", "--", "--jobs", "2"]) == ["--jobs",
-                                                                                                       "2"]
+    assert cli_core.script_args(["blender", "-b", "x.blend", "-P", "cli.py", "--", "--jobs", "2"]) == ["--jobs", "2"]
     assert cli_core.script_args(["cli.py", "a.blend"]) == ["a.blend"]
     opts = cli_core.parse_args(["a.blend", "--jobs", "2"], cpu_count=8)
     assert (opts.jobs, opts.threads, opts.frames, opts.out) == (2, 4, None, None)
@@ -267,8 +324,7 @@ def test_arguments_after_a_double_dash_and_defaults():
         cli_core.parse_args(["a.blend", "--jobs", "0"])
     with pytest.raises(cli_core.UsageError, match="invalid choice"):
         cli_core.parse_args(["a.blend", "--mode", "fast"])
-    args = cli_core.worker_args(cli_core.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend",
-                                   "s")
+    args = cli_core.worker_args(cli_core.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend", "s")
     assert args[0] == "/s.blend"  # before --objects, which takes every name after it
     assert cli_core.parse_args(args).objects == ["A", "B"]
 
@@ -302,13 +358,20 @@ def test_the_coordinator_stops_hung_workers_with_a_clear_message(tmp_path):
 
     result_line = cli_core.event_line("result", status="ok", message="baked 6 frames", frames=[1, 6])
     hang = "import time\nwhile True: time.sleep(1)\n"
-    workers = {"never_finishes": f"print('frame 1', flush=True)\n{hang}",
-               "hangs_at_exit": f"print({result_line!r}, flush=True)\n{hang}",
-               "exits": f"print({result_line!r}, flush=True)\n"}
+    workers = {
+        "never_finishes": f"print('frame 1', flush=True)\n{hang}",
+        "hangs_at_exit": f"print({result_line!r}, flush=True)\n{hang}",
+        "exits": f"print({result_line!r}, flush=True)\n",
+    }
     shots = [cli_core.Shot(name=name, blend=str(tmp_path / f"{name}.blend")) for name in workers]
     said = []
-    pool = cli_core.Pool(lambda shot: [sys.executable, "-c", workers[shot.name]], lambda shot: dict(os.environ),
-                            echo=said.append, timeout=10.0, exit_grace=3.0)
+    pool = cli_core.Pool(
+        lambda shot: [sys.executable, "-c", workers[shot.name]],
+        lambda shot: dict(os.environ),
+        echo=said.append,
+        timeout=10.0,
+        exit_grace=3.0,
+    )
     t0 = time.perf_counter()
     results = {r.shot: r for r in pool.run(shots, jobs=3)}
     seconds = time.perf_counter() - t0
@@ -318,8 +381,9 @@ def test_the_coordinator_stops_hung_workers_with_a_clear_message(tmp_path):
     assert never.message == "the worker did not finish within --worker-timeout 10 s and was stopped; see the log"
     assert never.seconds >= 10.0
     hung = results["hangs_at_exit"]
-    assert hung.ok and hung.message.startswith("baked 6 frames; the worker reported its result but did not exit "
-                                               "within 3 s and was stopped")
+    assert hung.ok and hung.message.startswith(
+        "baked 6 frames; the worker reported its result but did not exit within 3 s and was stopped"
+    )
     assert 3.0 <= hung.seconds < 10.0
     assert results["exits"].ok and results["exits"].message == "baked 6 frames" and results["exits"].returncode == 0
     assert any(line.startswith("hangs_at_exit | note: the worker reported its result") for line in said)
@@ -329,10 +393,12 @@ def test_the_coordinator_stops_hung_workers_with_a_clear_message(tmp_path):
 
 
 def test_summary_table_and_overwritten_caches():
-    ok = cli_core.ShotResult("a", "/p/a.blend", status="ok", frames=[1, 6], objects=["Cloth"], seconds=2.0,
-                                caches=["//cache/Cloth.pc2"])
-    clash = cli_core.ShotResult("b", "/p/b.blend", status="ok", frames=[1, 6], objects=["Cloth"],
-                                   caches=["//cache/Cloth.pc2"])
+    ok = cli_core.ShotResult(
+        "a", "/p/a.blend", status="ok", frames=[1, 6], objects=["Cloth"], seconds=2.0, caches=["//cache/Cloth.pc2"]
+    )
+    clash = cli_core.ShotResult(
+        "b", "/p/b.blend", status="ok", frames=[1, 6], objects=["Cloth"], caches=["//cache/Cloth.pc2"]
+    )
     failed = cli_core.ShotResult("c", "/p/c.blend", status="failed", message="boom")
     text = cli_core.summary_table([ok, failed])
     assert "a     OK      1-6" in text and "FAILED c (/p/c.blend): boom" in text and "1 of 2 shot(s) baked" in text

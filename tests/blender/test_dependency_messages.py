@@ -13,6 +13,7 @@ The Blender-free half checks :mod:`dependencies` directly (the message names the
 install and which build of the extension to use); the Blender half bakes through the operator in a
 bpy child and reads what the operator reported: one line, no traceback, the same message.
 """
+
 import json
 import os
 import subprocess
@@ -44,8 +45,11 @@ def link_numpy(site: Path):
     """Links to this environment's NumPy (and its bundled libraries folder, where wheels have one)."""
     numpy_dir = Path(np.__file__).resolve().parent
     for path in numpy_dir.parent.iterdir():
-        if path.name == "numpy" or path.name.startswith("numpy.libs") or \
-                (path.name.startswith("numpy-") and path.name.endswith(".dist-info")):
+        if (
+            path.name == "numpy"
+            or path.name.startswith("numpy.libs")
+            or (path.name.startswith("numpy-") and path.name.endswith(".dist-info"))
+        ):
             (site / path.name).symlink_to(path)
 
 
@@ -67,11 +71,16 @@ def make_site(tmp_path: Path, case: str) -> tuple[Path, bool]:
     if case == "numba_too_old":
         # numba's own check, as an old numba words it under a NumPy newer than it knows
         # (numba 0.62.1 under NumPy 2.4+: "Numba needs NumPy 2.3 or less. Got NumPy 2.5.")
-        write_package(site, "numba", "0.62.1", """
+        write_package(
+            site,
+            "numba",
+            "0.62.1",
+            """
             import numpy
             major, minor = map(int, numpy.__version__.split(".")[:2])
             raise ImportError(f"Numba needs NumPy {major}.{minor - 1} or less. Got NumPy {major}.{minor}.")
-        """)
+        """,
+        )
         return site, True
     if case == "llvmlite_mismatch":
         write_package(site, "llvmlite", "0.45.1", '__version__ = "0.45.1"\n')
@@ -81,15 +90,45 @@ def make_site(tmp_path: Path, case: str) -> tuple[Path, bool]:
 
 EXPECTED = {
     # case: (which check, words the message must hold)
-    "numba_missing": ("solver", ["numba is not installed", f"numba {PINS['numba']}", f"llvmlite {PINS['llvmlite']}",
-                                 f"pip install numba=={PINS['numba']} llvmlite=={PINS['llvmlite']}", BUILD]),
-    "numba_too_old": ("solver", [f"numba 0.62.1 does not support NumPy {np.__version__}", "Numba needs NumPy",
-                                 f"needs numba {PINS['numba']}", "1.22 to 2.5", BUILD]),
-    "llvmlite_mismatch": ("solver", ["llvmlite 0.45.1 does not match numba", f"numba {PINS['numba']} with "
-                                     f"llvmlite {PINS['llvmlite']}", f"pip install numba=={PINS['numba']} "
-                                     f"llvmlite=={PINS['llvmlite']}", BUILD]),
-    "onnxruntime_missing": ("network", ["needs onnxruntime 1.32.0", "onnxruntime is not installed",
-                                        "Set Network to Off", "pip install onnxruntime==1.32.0", BUILD]),
+    "numba_missing": (
+        "solver",
+        [
+            "numba is not installed",
+            f"numba {PINS['numba']}",
+            f"llvmlite {PINS['llvmlite']}",
+            f"pip install numba=={PINS['numba']} llvmlite=={PINS['llvmlite']}",
+            BUILD,
+        ],
+    ),
+    "numba_too_old": (
+        "solver",
+        [
+            f"numba 0.62.1 does not support NumPy {np.__version__}",
+            "Numba needs NumPy",
+            f"needs numba {PINS['numba']}",
+            "1.22 to 2.5",
+            BUILD,
+        ],
+    ),
+    "llvmlite_mismatch": (
+        "solver",
+        [
+            "llvmlite 0.45.1 does not match numba",
+            f"numba {PINS['numba']} with llvmlite {PINS['llvmlite']}",
+            f"pip install numba=={PINS['numba']} llvmlite=={PINS['llvmlite']}",
+            BUILD,
+        ],
+    ),
+    "onnxruntime_missing": (
+        "network",
+        [
+            "needs onnxruntime 1.32.0",
+            "onnxruntime is not installed",
+            "Set Network to Off",
+            "pip install onnxruntime==1.32.0",
+            BUILD,
+        ],
+    ),
 }
 
 CHILD_CHECK = """
@@ -116,8 +155,13 @@ def test_the_loader_names_what_to_install_for_each_failure(tmp_path, case):
     site, keep_site = make_site(tmp_path, case)
     check, words = EXPECTED[case]
     flags = [] if keep_site else ["-S"]
-    child = subprocess.run([sys.executable, *flags, "-c", CHILD_CHECK, str(site), str(ROOT / "devtools"), check],
-                           capture_output=True, text=True, env=child_env(), timeout=300)
+    child = subprocess.run(
+        [sys.executable, *flags, "-c", CHILD_CHECK, str(site), str(ROOT / "devtools"), check],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr[-3000:]
     got = json.loads(child.stdout.strip().splitlines()[-1])
     print(case, "->", got.get("message"))
@@ -133,8 +177,13 @@ def test_the_loader_passes_on_the_real_environment(tmp_path):
     """Not vacuous: with this environment's packages the same checks pass (and load the real pins)."""
     code = CHILD_CHECK + "\nimport numba, llvmlite, onnxruntime\nprint(numba.__version__, llvmlite.__version__)\n"
     for check in ("solver", "network"):
-        child = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(ROOT / "devtools"), check],
-                               capture_output=True, text=True, env=child_env(), timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path), str(ROOT / "devtools"), check],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=300,
+        )
         assert child.returncode == 0, child.stderr[-3000:]
         lines = child.stdout.strip().splitlines()
         assert json.loads(lines[0]) == {"raised": None}
@@ -181,13 +230,27 @@ def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
         site.mkdir()
         name = "onnxruntime" if case == "onnxruntime_missing" else "numba"
         (site / name).mkdir()
-        (site / name / "__init__.py").write_text(f"raise ModuleNotFoundError(\"No module named '{name}'\", "
-                                                 f"name={name!r})\n")
+        (site / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{name}'\", name={name!r})\n"
+        )
     check, words = EXPECTED[case]
     mode = "ACCELERATION" if check == "network" else "OFF"
-    child = subprocess.run([sys.executable, "-c", CHILD_BAKE, str(site), str(ROOT / "devtools"), str(ROOT / "tests"),
-                            str(tmp_path / "cache"), mode], capture_output=True, text=True, env=child_env(),
-                           timeout=600)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD_BAKE,
+            str(site),
+            str(ROOT / "devtools"),
+            str(ROOT / "tests"),
+            str(tmp_path / "cache"),
+            mode,
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=600,
+    )
     output = child.stdout + child.stderr
     assert child.returncode == 0, output[-4000:]
     got = json.loads(next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))[7:])
@@ -209,5 +272,8 @@ def test_the_messages_name_the_pins_the_build_bundles():
 
     build_script = (ROOT / "scripts" / "build_extension.py").read_text()
     onnxruntime = re.search(r'^ONNXRUNTIME = "onnxruntime==([^"]+)"', build_script, re.M).group(1)
-    assert (dependencies.NUMBA, dependencies.LLVMLITE, dependencies.ONNXRUNTIME) == \
-        (PINS["numba"], PINS["llvmlite"], onnxruntime)
+    assert (
+        PINS["numba"],
+        PINS["llvmlite"],
+        onnxruntime,
+    ) == (dependencies.NUMBA, dependencies.LLVMLITE, dependencies.ONNXRUNTIME)

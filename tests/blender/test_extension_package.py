@@ -28,6 +28,7 @@ The child is this file run as a script (``python -S tests/blender/test_extension
 so nothing at module level may need more than the standard library and NumPy. It ends through the
 installed extension's ``module_exit.exit_process`` (the 4.x bpy modules crash or hang at exit).
 """
+
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -45,8 +46,8 @@ if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
     sys.path.insert(0, sys.argv[4])  # the child's Blender-like site folder, before NumPy is imported
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helper modules
 
-import numpy as np  # noqa: E402
-from blender_scenes import evaluated_co, grid_cloth  # noqa: E402  (tests/ is on sys.path in the child)
+import numpy as np
+from blender_scenes import evaluated_co, grid_cloth
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST, LAST = 1, 6  # the frame range of test_blender_bake's reference run
@@ -99,6 +100,7 @@ def make_cloth():
 def onnx_add_model() -> bytes:
     """A one-node ONNX model, ``Y = X + X`` for ``X: float[3]``, in protobuf wire format written by
     hand so that running it needs no ``onnx`` or ``protobuf`` package."""
+
     def varint(n):
         out = bytearray()
         while True:
@@ -115,7 +117,7 @@ def onnx_add_model() -> bytes:
         return varint(number << 3) + varint(value)
 
     tensor = integer(1, 1) + message(2, message(1, integer(1, 3)))  # elem_type FLOAT, shape [3]
-    value_info = lambda name: message(1, name) + message(2, message(1, tensor))  # noqa: E731
+    value_info = lambda name: message(1, name) + message(2, message(1, tensor))
     node = message(1, "X") + message(1, "X") + message(2, "Y") + message(4, "Add")
     graph = message(1, node) + message(2, "g") + message(11, value_info("X")) + message(12, value_info("Y"))
     return integer(1, 8) + message(7, graph) + message(8, integer(2, 13))  # IR 8, opset 13
@@ -125,8 +127,11 @@ def registration_state():
     """What an add-on's register() can leave behind, as plain data."""
     import bpy
 
-    handlers = {name: len(value) for name in dir(bpy.app.handlers) if not name.startswith("_")
-                and isinstance(value := getattr(bpy.app.handlers, name), list)}
+    handlers = {
+        name: len(value)
+        for name in dir(bpy.app.handlers)
+        if not name.startswith("_") and isinstance(value := getattr(bpy.app.handlers, name), list)
+    }
     return {
         "types": sorted(dir(bpy.types)),
         "object_properties": sorted(p.identifier for p in bpy.types.Object.bl_rna.properties),
@@ -134,10 +139,14 @@ def registration_state():
         "object_attributes": sorted(a for a in dir(bpy.types.Object) if "selvedge" in a.lower()),
         "operators": sorted(dir(bpy.ops.selvedge)),
         "handlers": handlers,
-        "extended_ui": sorted(name for name in dir(bpy.types)
-                              if getattr(getattr(getattr(bpy.types, name), "draw", None), "_draw_funcs", None)),
+        "extended_ui": sorted(
+            name
+            for name in dir(bpy.types)
+            if getattr(getattr(getattr(bpy.types, name), "draw", None), "_draw_funcs", None)
+        ),
         "addon_keymaps": sorted((km.name, len(km.keymap_items)) for km in addon_keymaps.keymaps)
-        if (addon_keymaps := bpy.context.window_manager.keyconfigs.addon) else None,
+        if (addon_keymaps := bpy.context.window_manager.keyconfigs.addon)
+        else None,
     }
 
 
@@ -153,7 +162,8 @@ def child_bake(cache_dir):
     seconds = time.perf_counter() - t0
     mod = obj.modifiers[0]
     return {
-        "result": sorted(result), "seconds": seconds,
+        "result": sorted(result),
+        "seconds": seconds,
         "modifiers": [(m.name, m.type, m.cache_format, bpy.path.abspath(m.filepath)) for m in obj.modifiers],
         "pc2_sha256": hashlib.sha256(Path(bpy.path.abspath(mod.filepath)).read_bytes()).hexdigest(),
         "files": sorted(p.name for p in Path(cache_dir).iterdir()),
@@ -168,8 +178,9 @@ def child_bake_shape_keys():
     obj, _ = make_cloth()
     result = bpy.ops.selvedge.bake_shape_keys()
     keys = obj.data.shape_keys
-    return {"result": sorted(result), "keys": len(keys.key_blocks) if keys else 0}, \
-        {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
+    return {"result": sorted(result), "keys": len(keys.key_blocks) if keys else 0}, {
+        f"frame{f}": evaluated_co(obj, f) for f in FRAMES
+    }
 
 
 def child_bake_network(cache_dir):
@@ -186,18 +197,23 @@ def child_bake_network(cache_dir):
     finally:
         scene.selvedge.network_mode = "OFF"
     sidecar = json.loads((Path(cache_dir) / f"{obj.name}.json").read_text())
-    return {"result": sorted(result), "network": {k: sidecar["network"][k] for k in ("mode", "events")},
-            "network_frames": len(sidecar["network"]["frames"]),
-            "network_active": all(f["network_active"] for f in sidecar["network"]["frames"])}, \
-        {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
+    return {
+        "result": sorted(result),
+        "network": {k: sidecar["network"][k] for k in ("mode", "events")},
+        "network_frames": len(sidecar["network"]["frames"]),
+        "network_active": all(f["network_active"] for f in sidecar["network"]["frames"]),
+    }, {f"frame{f}": evaluated_co(obj, f) for f in FRAMES}
 
 
 def child_main(zip_path, work):
     import bpy
 
     work = Path(work)
-    out = {"importable_before": {}, "sys_path": list(sys.path),
-           "selvedge_importable": importlib.util.find_spec("selvedge") is not None}
+    out = {
+        "importable_before": {},
+        "sys_path": list(sys.path),
+        "selvedge_importable": importlib.util.find_spec("selvedge") is not None,
+    }
     for name in PINS:
         try:
             __import__(name)
@@ -209,25 +225,33 @@ def child_main(zip_path, work):
     out["user_extensions"] = bpy.utils.user_resource("EXTENSIONS")
 
     repo_dir = work / "repo"
-    out["repo_add"] = sorted(bpy.ops.preferences.extension_repo_add(
-        name="Selvedge Test", type="LOCAL", use_custom_directory=True, custom_directory=str(repo_dir)))
+    out["repo_add"] = sorted(
+        bpy.ops.preferences.extension_repo_add(
+            name="Selvedge Test", type="LOCAL", use_custom_directory=True, custom_directory=str(repo_dir)
+        )
+    )
     repo = next(r for r in prefs.extensions.repos if Path(r.directory) == repo_dir)
     out["repos"] = [(r.module, r.directory, r.use_remote_url) for r in prefs.extensions.repos]
     module = f"bl_ext.{repo.module}.selvedge"
     before = registration_state()
 
     t0 = time.perf_counter()
-    out["install"] = sorted(bpy.ops.extensions.package_install_files(
-        filepath=str(zip_path), repo=repo.module, enable_on_install=True))
+    out["install"] = sorted(
+        bpy.ops.extensions.package_install_files(filepath=str(zip_path), repo=repo.module, enable_on_install=True)
+    )
     out["install_seconds"] = time.perf_counter() - t0
     out["enabled"] = module in prefs.addons
-    out["installed_files"] = sorted(p.relative_to(repo_dir / "selvedge").as_posix()
-                                    for p in (repo_dir / "selvedge").rglob("*") if p.is_file()
-                                    and "__pycache__" not in p.parts)
+    out["installed_files"] = sorted(
+        p.relative_to(repo_dir / "selvedge").as_posix()
+        for p in (repo_dir / "selvedge").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     site = Path(out["user_extensions"]) / ".local" / "lib" / f"python{PYTHON}" / "site-packages"
     out["site_packages"] = str(site)
-    out["wheel_tags"] = {p.name: [line.split(": ", 1)[1] for line in (p / "WHEEL").read_text().splitlines()
-                                  if line.startswith("Tag: ")] for p in sorted(site.glob("*.dist-info"))}
+    out["wheel_tags"] = {
+        p.name: [line.split(": ", 1)[1] for line in (p / "WHEEL").read_text().splitlines() if line.startswith("Tag: ")]
+        for p in sorted(site.glob("*.dist-info"))
+    }
 
     import llvmlite
     import numba
@@ -257,10 +281,11 @@ def child_main(zip_path, work):
     out["before_state"] = before
 
     out["uninstall"] = sorted(bpy.ops.extensions.package_uninstall(repo_directory=str(repo_dir), pkg_id="selvedge"))
-    out["after_uninstall"] = {"package_exists": (repo_dir / "selvedge").exists(),
-                              "repo_files": sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*")
-                                                   if p.is_file()),
-                              "site_packages": sorted(p.name for p in site.iterdir()) if site.exists() else []}
+    out["after_uninstall"] = {
+        "package_exists": (repo_dir / "selvedge").exists(),
+        "repo_files": sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*") if p.is_file()),
+        "site_packages": sorted(p.name for p in site.iterdir()) if site.exists() else [],
+    }
     np.savez(work / "positions.npz", **positions)
     (work / "result.json").write_text(json.dumps(out, indent=1))
     return exit_process
@@ -283,8 +308,20 @@ def linux_build(tmp_path_factory):
 
 def blender_build(source, output):
     Path(output).mkdir(parents=True)
-    result = subprocess.run([sys.executable, str(blender_ext_path()), "build", "--source-dir", str(source),
-                             "--output-dir", str(output), "--split-platforms"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(blender_ext_path()),
+            "build",
+            "--source-dir",
+            str(source),
+            "--output-dir",
+            str(output),
+            "--split-platforms",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return {p.name: p for p in Path(output).glob("*.zip")}
 
@@ -311,9 +348,16 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     repo_files = {k: v for k, v in entries(from_repo).items() if k != "blender_manifest.toml"}
     our_files = {k: v for k, v in entries(ours).items() if not k.startswith("wheels/") and k != "blender_manifest.toml"}
     assert our_files == repo_files
-    assert "__init__.py" in our_files and "solver/kernels.py" in our_files and "operators/bake/simulation.py" in our_files
-    assert not [f for f in our_files if re.match(r"(tests|scripts|bench|devtools|requirements|wheels|dist|farm)/|\.|pyproject\.toml", f)
-                or "__pycache__" in f or f.endswith(".pyc")]
+    assert (
+        "__init__.py" in our_files and "solver/kernels.py" in our_files and "operators/bake/simulation.py" in our_files
+    )
+    assert not [
+        f
+        for f in our_files
+        if re.match(r"(tests|scripts|bench|devtools|requirements|wheels|dist|farm)/|\.|pyproject\.toml", f)
+        or "__pycache__" in f
+        or f.endswith(".pyc")
+    ]
 
     # Blender's builder on our staging folder: the same archive.
     built = blender_build(build.staging[PYTHON], tmp_path / "from_staging")
@@ -330,8 +374,9 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     manifest = manifests[0]
     assert manifest["platforms"] == ["linux-x64"]
     versioned = ("platforms", "wheels", "build", "blender_version_min", "blender_version_max")
-    assert {k: v for k, v in manifest.items() if k not in versioned} == \
-        {k: v for k, v in source_manifest.items() if k not in versioned}
+    assert {k: v for k, v in manifest.items() if k not in versioned} == {
+        k: v for k, v in source_manifest.items() if k not in versioned
+    }
     # The Blender range: this Python's releases (4.2-5.0 ship 3.11, 5.1+ 3.13), and this bpy inside it.
     low, high = {"3.11": ("4.2.0", "5.1.0"), "3.13": ("5.1.0", "6.0.0")}[PYTHON]
     assert (manifest["blender_version_min"], manifest["blender_version_max"]) == (low, high)
@@ -339,8 +384,9 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     assert tuple(map(int, low.split("."))) <= version < tuple(map(int, high.split("."))), version
 
     # Blender's validator accepts it.
-    check = subprocess.run([sys.executable, str(blender_ext_path()), "validate", str(ours)], capture_output=True,
-                           text=True)
+    check = subprocess.run(
+        [sys.executable, str(blender_ext_path()), "validate", str(ours)], capture_output=True, text=True
+    )
     assert check.returncode == 0 and "Success" in check.stdout, check.stdout + check.stderr
 
     # The wheels: exactly the pins, this Python's only, for linux-x64 by Blender's own reading of the tags;
@@ -359,12 +405,30 @@ def test_archive_is_what_blenders_own_split_build_makes(tmp_path_factory, tmp_pa
     # The script's reading of exclude patterns agrees with Blender's on paths the archive test does not meet.
     patterns = source_manifest["build"]["paths_exclude_pattern"] + ["/docs/*.md", "build", "a/b/"]
     ours_match, blenders = builder.PathExclude(patterns), ext.PathPatternMatch(patterns)
-    for path, is_dir in [("tests", True), ("x/tests", True), ("tests", False), ("x/__pycache__", True),
-                         ("__pycache__", False), ("m.pyc", False), ("x/m.pyc", False), ("x/.hidden", False),
-                         (".cache", True), ("a.zip", False), ("x/a.zip", False), ("docs/r.md", False),
-                         ("docs/x/r.md", False), ("x/docs/r.md", False), ("build", False), ("x/build", True),
-                         ("a/b", True), ("x/a/b", True), ("x/y/a/b", True), ("a/b", False), ("b", True),
-                         ("solver/kernels.py", False)]:
+    for path, is_dir in [
+        ("tests", True),
+        ("x/tests", True),
+        ("tests", False),
+        ("x/__pycache__", True),
+        ("__pycache__", False),
+        ("m.pyc", False),
+        ("x/m.pyc", False),
+        ("x/.hidden", False),
+        (".cache", True),
+        ("a.zip", False),
+        ("x/a.zip", False),
+        ("docs/r.md", False),
+        ("docs/x/r.md", False),
+        ("x/docs/r.md", False),
+        ("build", False),
+        ("x/build", True),
+        ("a/b", True),
+        ("x/a/b", True),
+        ("x/y/a/b", True),
+        ("a/b", False),
+        ("b", True),
+        ("solver/kernels.py", False),
+    ]:
         assert ours_match.excluded(path, is_dir) == blenders.test_path(path + "/" * is_dir), (path, is_dir)
     # The platform table of the other builds: every pip tag is one Blender reads as that platform.
     assert sorted(builder.PLATFORM_TAGS) == sorted(source_manifest["platforms"])
@@ -407,32 +471,52 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     work.mkdir()
     site = blender_like_site(tmp_path / "site")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "BLENDER_", "NUMBA_", "SELVEDGE_"))}
-    env.update({f"BLENDER_USER_{k.upper()}": str(tmp_path / "user" / k)
-                for k in ("config", "scripts", "datafiles", "extensions")})
-    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
-               XDG_CACHE_HOME=str(tmp_path / "home" / ".cache"), PYTHONNOUSERSITE="1")
+    env.update(
+        {
+            f"BLENDER_USER_{k.upper()}": str(tmp_path / "user" / k)
+            for k in ("config", "scripts", "datafiles", "extensions")
+        }
+    )
+    env.update(
+        HOME=str(tmp_path / "home"),
+        XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"),
+        XDG_CACHE_HOME=str(tmp_path / "home" / ".cache"),
+        PYTHONNOUSERSITE="1",
+    )
     t0 = time.perf_counter()
     archive = build.zips["linux-x64", PYTHON]
-    child = subprocess.run([sys.executable, "-S", __file__, "child", str(archive), str(work),
-                            str(site)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    child = subprocess.run(
+        [sys.executable, "-S", __file__, "child", str(archive), str(work), str(site)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     child_seconds = time.perf_counter() - t0
     assert child.returncode == 0, (child.stdout + child.stderr)[-6000:]
     got = json.loads((work / "result.json").read_text())
     positions = np.load(work / "positions.npz")
-    print(f"child Blender: {child_seconds:.1f} s in all; install {got['install_seconds']:.1f} s; "
-          f"first bake {got['bake1']['seconds']:.1f} s (Numba compiles), second {got['bake2']['seconds']:.3f} s")
+    print(
+        f"child Blender: {child_seconds:.1f} s in all; install {got['install_seconds']:.1f} s; "
+        f"first bake {got['bake1']['seconds']:.1f} s (Numba compiles), second {got['bake2']['seconds']:.3f} s"
+    )
 
     # Isolation: Blender's user folders are ours; the packages exist only through the archive.
     user = tmp_path / "user"
     assert Path(got["user_config"]) == user / "config" and Path(got["user_extensions"]) == user / "extensions"
     assert [d for _, d, _ in got["repos"] if not Path(d).is_relative_to(tmp_path) and "/system" not in d] == []
-    assert got["importable_before"] == {name: False for name in PINS}
+    assert got["importable_before"] == dict.fromkeys(PINS, False)
     # No project source and no venv packages on the child's sys.path: the standard library, the
     # Blender-like site, tests/ (the scene helpers, which import nothing of Selvedge's) and the script's folder.
     for entry in got["sys_path"]:
         path = Path(os.path.abspath(entry))  # links not followed: the site folder links into this venv
-        assert path in (ROOT / "tests", ROOT / "tests" / "blender") or path.is_relative_to(site) or \
-            path.is_relative_to(sys.base_prefix) or path.is_relative_to(user), entry
+        assert (
+            path in (ROOT / "tests", ROOT / "tests" / "blender")
+            or path.is_relative_to(site)
+            or path.is_relative_to(sys.base_prefix)
+            or path.is_relative_to(user)
+        ), entry
         assert "site-packages" not in path.parts or path.is_relative_to(user), entry
         assert path.is_relative_to(site) or not path.is_relative_to(sys.prefix) or sys.prefix == sys.base_prefix, entry
     assert not got["selvedge_importable"]
@@ -444,8 +528,9 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     assert got["installed_files"] == packaged
     site_packages = Path(got["site_packages"])
     assert site_packages == user / "extensions" / ".local" / "lib" / f"python{PYTHON}" / "site-packages"
-    assert {k: v[0].startswith(f"{TAG}-{TAG}-") for k, v in got["wheel_tags"].items()} == \
-        {f"{name}-{version}.dist-info": True for name, version in PINS.items()}
+    assert {k: v[0].startswith(f"{TAG}-{TAG}-") for k, v in got["wheel_tags"].items()} == {
+        f"{name}-{version}.dist-info": True for name, version in PINS.items()
+    }
     for name, version in PINS.items():
         file, module_version = got["modules"][name]
         assert Path(file).is_relative_to(site_packages) and module_version == version, (name, file, module_version)
@@ -481,7 +566,9 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
 
     import selvedge
 
-    bake_tests = load_module("selvedge_test_blender_bake_reference", ROOT / "tests" / "blender" / "test_bake_operators.py")
+    bake_tests = load_module(
+        "selvedge_test_blender_bake_reference", ROOT / "tests" / "blender" / "test_bake_operators.py"
+    )
     assert (bake_tests.FIRST, bake_tests.LAST) == (FIRST, LAST)
     bpy.ops.wm.read_factory_settings(use_empty=True)
     selvedge.register()
@@ -500,8 +587,7 @@ def test_installed_archive_bakes_what_the_solver_computes(tmp_path_factory, tmp_
     shape_key_errors = [float(np.abs(positions[f"shape_keys_frame{f}"] - expected[f]).max()) for f in FRAMES]
     assert max(shape_key_errors) <= ATOL, shape_key_errors
     # The network bake: the source tree's network bake on the same scene, and not the pure XPBD motion.
-    network_errors = [float(np.abs(positions[f"network_frame{f}"] - source_network[f"frame{f}"]).max())
-                      for f in FRAMES]
+    network_errors = [float(np.abs(positions[f"network_frame{f}"] - source_network[f"frame{f}"]).max()) for f in FRAMES]
     assert max(network_errors) <= ATOL, network_errors
     assert np.abs(positions[f"network_frame{LAST}"] - positions[f"frame{LAST}"]).max() > 1e-5
     # Not vacuous: the free corner fell, the pinned corners travelled with the animated object.

@@ -4,13 +4,14 @@ The reference is the Python API run by hand on the same arrays (solver.Cloth + m
 the bake must give the same positions, keep pins exact, and record the network's per-frame
 diagnostics and its execution provider in the sidecar.
 """
+
 import json
 
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import fresh_blender
+
 from selvedge import solver
 from selvedge.models.coupling import attach
 from selvedge.operators import scene_to_solver as s2s
@@ -50,10 +51,15 @@ def direct_run(obj, mode):
     world = local + np.array(obj.location)
     pins = np.zeros(len(local))
     pins[PINNED] = 1.0
-    cloth = solver.Cloth(world, tris, material=s2s.material_from_settings(obj.selvedge),
-                         options=s2s.options_from_settings(obj.selvedge),
-                         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
-                         pin_weights=pins, uvs=uvs)
+    cloth = solver.Cloth(
+        world,
+        tris,
+        material=s2s.material_from_settings(obj.selvedge),
+        options=s2s.options_from_settings(obj.selvedge),
+        settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
+        pin_weights=pins,
+        uvs=uvs,
+    )
     coupling = attach(cloth, mode=mode) if mode != "off" else None
     out = [local]
     for _ in range(FIRST + 1, LAST + 1):
@@ -75,8 +81,10 @@ def test_network_bake_equals_the_api_keeps_pins_and_records_the_network(tmp_path
 
     expected, coupling = direct_run(obj, api_mode)
     error = float(np.abs(baked - expected).max())
-    print(f"{scene_mode}: max |bake - API| = {error:.3g} m, max |network - pure XPBD| = "
-          f"{float(np.abs(baked - pure).max()):.3g} m")
+    print(
+        f"{scene_mode}: max |bake - API| = {error:.3g} m, max |network - pure XPBD| = "
+        f"{float(np.abs(baked - pure).max()):.3g} m"
+    )
     assert error <= 1e-6  # float32 cache of the same float64 computation
     assert np.abs(baked[:, PINNED] - expected[0, PINNED]).max() <= 1e-6  # pins stay exactly on their targets
     assert np.abs(baked - pure).max() > 1e-5  # the network really changed the motion

@@ -3,6 +3,7 @@
 Numbers are checked against the solver's own presets and the documented slider formula
 alpha = 10^(log10(soft) + s (log10(stiff) - log10(soft))) (solver/materials.py).
 """
+
 import math
 
 import bpy
@@ -13,9 +14,20 @@ from selvedge import solver
 from selvedge.operators import scene_to_solver as s2s
 from selvedge.solver.materials import BEND_COMPLIANCE_RANGE, STRETCH_COMPLIANCE_RANGE
 
-MATERIAL_FIELDS = ("stretch_compliance_warp", "stretch_compliance_weft", "stretch_compliance_bias",
-                   "shear_compliance", "bend_compliance", "density_kg_m2", "thickness_m", "stretch_damping_s",
-                   "bend_damping_s", "air_drag_per_s", "friction_static", "friction_kinetic")
+MATERIAL_FIELDS = (
+    "stretch_compliance_warp",
+    "stretch_compliance_weft",
+    "stretch_compliance_bias",
+    "shear_compliance",
+    "bend_compliance",
+    "density_kg_m2",
+    "thickness_m",
+    "stretch_damping_s",
+    "bend_damping_s",
+    "air_drag_per_s",
+    "friction_static",
+    "friction_kinetic",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +53,7 @@ def assert_material_close(actual, expected, rel=2e-6):
 
 
 def test_enum_literals_match_the_solver():
-    assert s2s.PRESET_NAMES == tuple(solver.PRESETS)
+    assert tuple(solver.PRESETS) == s2s.PRESET_NAMES
     assert s2s.BENDING_MODELS == solver.BENDING_MODELS
     assert s2s.SOLVE_MODES == solver.SOLVE_MODES
     obj = new_mesh_object()
@@ -80,9 +92,11 @@ def test_stiffness_sliders_follow_the_log_formula(s):
     assert material.bend_compliance == pytest.approx(log_map(BEND_COMPLIANCE_RANGE), rel=1e-6)
     # The preset's grain ratios are kept.
     assert material.stretch_compliance_weft / material.stretch_compliance_warp == pytest.approx(
-        cotton.stretch_compliance_weft / cotton.stretch_compliance_warp, rel=1e-9)
+        cotton.stretch_compliance_weft / cotton.stretch_compliance_warp, rel=1e-9
+    )
     assert material.stretch_compliance_bias / material.stretch_compliance_warp == pytest.approx(
-        cotton.stretch_compliance_bias / cotton.stretch_compliance_warp, rel=1e-9)
+        cotton.stretch_compliance_bias / cotton.stretch_compliance_warp, rel=1e-9
+    )
 
 
 def test_object_and_scene_settings_reach_the_solver():
@@ -137,8 +151,11 @@ def _traces():
     classes = (*properties.CLASSES, *operators.CLASSES, *panels.CLASSES)
     found = [cls.__name__ for cls in classes if cls.is_registered]
     found += [n for n in ("SELVEDGE_OT_bake_cache", "SELVEDGE_PT_object") if hasattr(bpy.types, n)]
-    found += [f"{t.__name__}.selvedge" for t in (bpy.types.Object, bpy.types.Scene)
-              if "selvedge" in t.bl_rna.properties.keys()]
+    found += [
+        f"{t.__name__}.selvedge"
+        for t in (bpy.types.Object, bpy.types.Scene)
+        if "selvedge" in t.bl_rna.properties.keys()
+    ]
     found += [f"ops.{op}" for op in dir(bpy.ops.selvedge)]
     return found
 

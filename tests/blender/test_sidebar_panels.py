@@ -4,14 +4,13 @@ Panels are drawn into a recording layout (headless Blender has no window to draw
 ``prop`` must name a real RNA property of the data it is given, every ``operator`` a
 registered operator, and the misconfiguration messages must say what is wrong.
 """
+
 from types import SimpleNamespace
 
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import fresh_blender
-
 
 blender = pytest.fixture(autouse=True, name="blender")(fresh_blender)
 
@@ -77,8 +76,17 @@ def test_every_panel_draws_for_each_role(role):
     assert (drawn["SELVEDGE_PT_collider"] is not None) == (role == "COLLIDER")
     if role == "CLOTH":
         props = [entry[1] for entry in drawn["SELVEDGE_PT_cloth"] if entry[0].startswith("prop")]
-        assert {"material_preset", "stretch_stiffness", "bend_stiffness", "pin_group", "uv_map",
-                "use_tethers", "tether_scale", "use_self_collision", "bending_model"} <= set(props)
+        assert {
+            "material_preset",
+            "stretch_stiffness",
+            "bend_stiffness",
+            "pin_group",
+            "uv_map",
+            "use_tethers",
+            "tether_scale",
+            "use_self_collision",
+            "bending_model",
+        } <= set(props)
     ops = [e[1] for e in drawn["SELVEDGE_PT_scene"] if e[0] == "operator"]
     assert ops == ["selvedge.bake_cache", "selvedge.bake_shape_keys", "selvedge.free_bake"]
     assert draw(panels.CLASSES[0], None) == [("label", "No active object", "NONE")]
@@ -101,9 +109,11 @@ def test_misconfiguration_messages_name_the_problem():
     obj.vertex_groups.new(name="pins")
     obj.data.uv_layers.remove(obj.data.uv_layers[0])
     obj.modifiers.new("Subdivision", "SUBSURF")
-    assert messages(obj) == ["No UV map: the fabric is treated as isotropic",
-                             "Pin group 'pins' has no weighted vertices",
-                             "Modifiers change the vertex count: Subdivision"]
+    assert messages(obj) == [
+        "No UV map: the fabric is treated as isotropic",
+        "Pin group 'pins' has no weighted vertices",
+        "Modifiers change the vertex count: Subdivision",
+    ]
     # Non-manifold: a third face on an existing edge (vertices 0 and 1 of the grid).
     mesh = bpy.data.meshes.new("fan")
     mesh.from_pydata([(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1)], [], [(0, 1, 2), (0, 3, 1), (0, 1, 4)])
@@ -176,7 +186,10 @@ def test_diagnostics_panel_shows_the_last_baked_frame(tmp_path):
     assert bpy.ops.selvedge.bake_cache() == {"FINISHED"}
     last = json.loads((tmp_path / "Cloth.json").read_text())["frames"][-1]
     texts = [e[1] for e in draw(SELVEDGE_PT_diagnostics, obj) if e[0] == "label"]
-    assert texts == ["Cache: Cloth.pc2", "Frames 1-3 (2 simulated)",
-                     f"Last frame: max strain {100 * last['strain_max']:.2f}%, P95 {100 * last['strain_p95']:.2f}%",
-                     f"Last frame: {last['timings_ms']['total']:.1f} ms"]
+    assert texts == [
+        "Cache: Cloth.pc2",
+        "Frames 1-3 (2 simulated)",
+        f"Last frame: max strain {100 * last['strain_max']:.2f}%, P95 {100 * last['strain_p95']:.2f}%",
+        f"Last frame: {last['timings_ms']['total']:.1f} ms",
+    ]
     assert last["strain_max"] > 0

@@ -9,6 +9,7 @@
 
 The cloth is a 5x5-vertex grid, moved by keyframes, pinned at two corners; frames 1-6, 4 substeps.
 """
+
 import hashlib
 import json
 from types import SimpleNamespace
@@ -16,8 +17,8 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 import pytest
-
 from blender_scenes import evaluated_co, fresh_blender, grid_cloth
+
 from selvedge.solver.io_pc2 import read_pc2
 
 FIRST, LAST = 1, 6
@@ -50,10 +51,12 @@ def mesh_fingerprint(obj):
     """Every byte of mesh data a preview could touch, plus the shape-key and animation bookkeeping."""
     mesh = obj.data
     h = hashlib.sha256()
-    for collection, attribute, dtype, width in ((mesh.vertices, "co", np.float32, 3),
-                                                (mesh.edges, "vertices", np.int32, 2),
-                                                (mesh.loops, "vertex_index", np.int32, 1),
-                                                (mesh.polygons, "loop_start", np.int32, 1)):
+    for collection, attribute, dtype, width in (
+        (mesh.vertices, "co", np.float32, 3),
+        (mesh.edges, "vertices", np.int32, 2),
+        (mesh.loops, "vertex_index", np.int32, 1),
+        (mesh.polygons, "loop_start", np.int32, 1),
+    ):
         a = np.empty(width * len(collection), dtype=dtype)
         collection.foreach_get(attribute, a)
         h.update(a.tobytes())
@@ -69,21 +72,30 @@ def mesh_fingerprint(obj):
             block.data.foreach_get("co", a)
             h.update(a.tobytes())
             blocks.append((block.name, block.mute, block.value, block.relative_key.name))
-    groups = [(g.name, [(v.index, e.weight) for v in mesh.vertices for e in v.groups if e.group == g.index])
-              for g in obj.vertex_groups]
+    groups = [
+        (g.name, [(v.index, e.weight) for v in mesh.vertices for e in v.groups if e.group == g.index])
+        for g in obj.vertex_groups
+    ]
     anim = key.animation_data if key is not None else None
     fcurves = []
     if anim is not None and anim.action is not None:
         from selvedge.operators.bake import _fcurves
 
-        fcurves = sorted((fc.data_path, tuple(tuple(p.co) for p in fc.keyframe_points))
-                         for fc in _fcurves(key) or ())
-    return {"bytes": h.hexdigest(), "blocks": blocks, "groups": groups, "fcurves": fcurves,
-            "shape_keys": sorted(k.name for k in bpy.data.shape_keys),
-            "actions": sorted(a.name for a in bpy.data.actions),
-            "settings": {k: getattr(obj.selvedge, k) for k in ("bake_shape_keys", "bake_created_basis",
-                                                              "bake_shape_key_animation", "bake_cache_file")},
-            "active_key": obj.active_shape_key_index, "frame": bpy.context.scene.frame_current}
+        fcurves = sorted((fc.data_path, tuple(tuple(p.co) for p in fc.keyframe_points)) for fc in _fcurves(key) or ())
+    return {
+        "bytes": h.hexdigest(),
+        "blocks": blocks,
+        "groups": groups,
+        "fcurves": fcurves,
+        "shape_keys": sorted(k.name for k in bpy.data.shape_keys),
+        "actions": sorted(a.name for a in bpy.data.actions),
+        "settings": {
+            k: getattr(obj.selvedge, k)
+            for k in ("bake_shape_keys", "bake_created_basis", "bake_shape_key_animation", "bake_cache_file")
+        },
+        "active_key": obj.active_shape_key_index,
+        "frame": bpy.context.scene.frame_current,
+    }
 
 
 def test_execute_runs_every_frame_and_plays_back_the_bake(tmp_path):
@@ -189,11 +201,15 @@ def test_running_to_the_end_finishes_like_execute_and_fills_the_panel(tmp_path):
     # The panel shows the last preview frame's solver statistics: those the bake's sidecar recorded.
     last = sidecar["frames"][-1]
     labels = []
-    layout = SimpleNamespace(label=lambda text="", icon="NONE": labels.append(text),
-                             column=lambda **k: layout, operator=lambda *a, **k: SimpleNamespace())
+    layout = SimpleNamespace(
+        label=lambda text="", icon="NONE": labels.append(text),
+        column=lambda **k: layout,
+        operator=lambda *a, **k: SimpleNamespace(),
+    )
     SELVEDGE_PT_diagnostics.draw(SimpleNamespace(layout=layout), SimpleNamespace(object=obj, scene=bpy.context.scene))
-    assert labels[0] == (f"Preview frame {LAST}: max strain {100 * last['strain_max']:.2f}%, "
-                         f"P95 {100 * last['strain_p95']:.2f}%")
+    assert labels[0] == (
+        f"Preview frame {LAST}: max strain {100 * last['strain_max']:.2f}%, P95 {100 * last['strain_p95']:.2f}%"
+    )
     assert labels[1].startswith("Preview: ") and labels[1].endswith(" ms/frame")
     assert labels[2:] == ["Baked to shape keys", "No bake statistics yet"]
 

@@ -4,15 +4,16 @@ Headless Blender has no GPU context, so the batches are not drawn; what they wou
 (world-space line endpoints and colours) is checked against Blender's own evaluation: the
 evaluated mesh played back by the Mesh Cache modifier, measured edge by edge with ``mathutils``.
 """
+
 import json
 import math
 
 import bpy
 import numpy as np
 import pytest
+from blender_scenes import fresh_blender
 
 import selvedge
-from blender_scenes import fresh_blender
 from selvedge.operators import overlay
 
 FIRST, LAST = 1, 5
@@ -64,8 +65,13 @@ def test_strain_colours_follow_the_documented_ramp():
     strain = np.array([-0.5, 0.0, 0.25 * red, 0.5 * red, 0.75 * red, red, 3 * red, 0.125 * red])
     rgba = overlay.strain_colors(strain, red)
     assert rgba.dtype == np.float32 and rgba.shape == (8, 4)
-    blue, cyan, green, yellow, redc = [0.10, 0.30, 1.00], [0.00, 0.85, 0.90], [0.10, 0.85, 0.15], \
-        [0.95, 0.85, 0.05], [1.00, 0.10, 0.05]
+    blue, cyan, green, yellow, redc = (
+        [0.10, 0.30, 1.00],
+        [0.00, 0.85, 0.90],
+        [0.10, 0.85, 0.15],
+        [0.95, 0.85, 0.05],
+        [1.00, 0.10, 0.05],
+    )
     expected = [blue, blue, cyan, green, yellow, redc, redc, [(b + c) / 2 for b, c in zip(blue, cyan)]]
     np.testing.assert_allclose(rgba[:, :3], expected, atol=1e-6)
     assert (rgba[:, 3] == 1).all()

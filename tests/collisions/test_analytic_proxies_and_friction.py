@@ -6,6 +6,7 @@ g (sin theta - mu_k cos theta) t^2 / 2, the displacement a cloth gets from a mov
 through static friction, a 10 m/s vertex against a 2 cm plate, and trajectories with and
 without a surface once the cloth has left it (a contact never pulls).
 """
+
 import math
 
 import numpy as np
@@ -30,8 +31,9 @@ def test_cloth_dropped_on_sphere_rests_outside_radius_plus_thickness():
     """
     radius, thickness = 0.3, 0.005
     pos, faces = patch(21, 1.0, center=(0.0, 0.0, radius + 1.0))
-    contacts = Colliders([Sphere(radius, name="ball", friction_static=0.6, friction_kinetic=0.5)],
-                         cloth_thickness=thickness)
+    contacts = Colliders(
+        [Sphere(radius, name="ball", friction_static=0.6, friction_kinetic=0.5)], cloth_thickness=thickness
+    )
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
     worst = math.inf
     peak_energy = 0.0
@@ -61,8 +63,14 @@ def _slope_run(theta, substeps, mu_s=0.5, mu_k=0.4, frames=24):
     local[:, 2] = thickness
     world = local[:, 0:1] * downhill + local[:, 1:2] * np.array([0.0, 1.0, 0.0]) + local[:, 2:3] * normal
     contacts = Colliders([Plane(rotation=q, friction_static=mu_s, friction_kinetic=mu_k)], cloth_thickness=thickness)
-    cloth = Cloth(world, faces, material=Material(air_drag_per_s=0.0), settings=SolverSettings(substeps=substeps),
-                  options=ClothOptions(tethers=False), contact_handler=contacts)
+    cloth = Cloth(
+        world,
+        faces,
+        material=Material(air_drag_per_s=0.0),
+        settings=SolverSettings(substeps=substeps),
+        options=ClothOptions(tethers=False),
+        contact_handler=contacts,
+    )
     start = world.mean(axis=0)
     for _ in range(frames):
         cloth.step()
@@ -82,19 +90,21 @@ def test_slope_critical_angle_is_tan_theta_equals_mu_s_at_any_substep_count(subs
         # tan(theta) > mu_s: it slides with kinetic friction, a = g (sin - mu_k cos), for 1 s
         theta = math.atan(tan_theta)
         above = _slope_run(theta, substeps, mu_s, mu_k)
-        expected = 0.5 * G * (math.sin(theta) - mu_k * math.cos(theta)) * 1.0 ** 2
+        expected = 0.5 * G * (math.sin(theta) - mu_k * math.cos(theta)) * 1.0**2
         assert above == pytest.approx(expected, rel=0.05), f"slid {above:.4f} m, Coulomb predicts {expected:.4f} m"
 
 
 def _box_carry(mu_s, mu_k, frames=48):
     thickness = 0.004
     top = 0.0
-    box = Box((2.0, 0.5, 0.05), name="tray", position=(0.0, 0.0, top - 0.05), friction_static=mu_s,
-              friction_kinetic=mu_k)
+    box = Box(
+        (2.0, 0.5, 0.05), name="tray", position=(0.0, 0.0, top - 0.05), friction_static=mu_s, friction_kinetic=mu_k
+    )
     contacts = Colliders([box], cloth_thickness=thickness)
     pos, faces = patch(9, 0.4, center=(0.0, 0.0, top + thickness))
-    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), options=ClothOptions(tethers=False),
-                  contact_handler=contacts)
+    cloth = Cloth(
+        pos, faces, settings=SolverSettings(substeps=8), options=ClothOptions(tethers=False), contact_handler=contacts
+    )
     fps = 24.0
     x_box = 0.0
     for f in range(frames):
@@ -126,8 +136,9 @@ def test_vertex_at_10_m_s_does_not_tunnel_through_2cm_plate(substeps):
     contacts = Colliders([plate], cloth_thickness=thickness)
     pos, faces = patch(3, 0.02, center=(0.0, 0.0, 0.3))
     v0 = np.tile([0.0, 0.0, -10.0], (pos.shape[0], 1))
-    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), initial_velocities=v0,
-                  contact_handler=contacts)
+    cloth = Cloth(
+        pos, faces, settings=SolverSettings(substeps=substeps), initial_velocities=v0, contact_handler=contacts
+    )
     lowest = math.inf
     for _ in range(6):
         cloth.step()
@@ -150,7 +161,7 @@ def test_contacts_never_pull_a_cloth_leaving_the_surface(iterations):
     for _ in range(8):  # 1/3 s: still in the air (apex at 0.46 s)
         with_ground.step()
         free.step()
-        assert (contacts.c_lam[:contacts._n_contacts] >= 0.0).all()
+        assert (contacts.c_lam[: contacts._n_contacts] >= 0.0).all()
         np.testing.assert_array_equal(with_ground.positions, free.positions)
         np.testing.assert_array_equal(with_ground.velocities, free.velocities)
     # the ground was a live candidate (the first frame had every vertex within reach), yet did nothing
@@ -164,8 +175,7 @@ def test_rotating_box_is_slerped_inside_the_frame_no_teleport():
     thickness = 0.004
     omega = math.pi / 2  # rad/s; centripetal omega^2 r << mu_s g, the cloth sticks
     fps = 24.0
-    box = Box((0.5, 0.5, 0.05), name="turntable", position=(0.0, 0.0, -0.05), friction_static=0.8,
-              friction_kinetic=0.7)
+    box = Box((0.5, 0.5, 0.05), name="turntable", position=(0.0, 0.0, -0.05), friction_static=0.8, friction_kinetic=0.7)
 
     class Recording(Colliders):
         max_surface_speed = 0.0
@@ -209,11 +219,16 @@ def test_analytic_and_sdf_contacts_do_not_depend_on_the_thread_count():
 
     def run():
         pos, faces, _ = grid_mesh(20, 20, 0.8, 0.8, origin=(-0.4, -0.4, 0.6))
-        contacts = Colliders([Sphere(0.2, name="s", position=(0, 0, 0.3)),
-                              Capsule(0.05, 0.2, name="c", position=(-0.2, 0, 0.45)), Plane(name="p"),
-                              Box((0.1, 0.1, 0.1), name="b", position=(0.25, 0.2, 0.4)),
-                              SDFGrid(blob_v, blob_t, 0.01, name="g", position=(0, -0.2, 0.4))],
-                             cloth_thickness=0.004)
+        contacts = Colliders(
+            [
+                Sphere(0.2, name="s", position=(0, 0, 0.3)),
+                Capsule(0.05, 0.2, name="c", position=(-0.2, 0, 0.45)),
+                Plane(name="p"),
+                Box((0.1, 0.1, 0.1), name="b", position=(0.25, 0.2, 0.4)),
+                SDFGrid(blob_v, blob_t, 0.01, name="g", position=(0, -0.2, 0.4)),
+            ],
+            cloth_thickness=0.004,
+        )
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), contact_handler=contacts)
         rows = 0
         for f in range(40):

@@ -1,12 +1,21 @@
 """Bad collision input: a clear ClothInputError, or documented safe handling that still simulates right."""
+
 import math
 
 import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, ClothInputError, SolverSettings, grid_mesh
-from selvedge.solver.collisions import (Box, Capsule, Colliders, Plane, SelfCollision, Sphere, TriangleMesh,
-                                        quaternion_axis_angle)
+from selvedge.solver.collisions import (
+    Box,
+    Capsule,
+    Colliders,
+    Plane,
+    SelfCollision,
+    Sphere,
+    TriangleMesh,
+    quaternion_axis_angle,
+)
 
 
 def floor_mesh(extra_degenerate=0):

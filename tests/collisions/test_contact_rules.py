@@ -5,6 +5,7 @@
 * A closed mesh collider is wound outwards and one-sided; an open one is left as given, two-sided.
   Reference: SciPy's convex hull (Qhull's outward facet normals) for random convex bodies.
 """
+
 import math
 
 import numpy as np
@@ -14,8 +15,9 @@ from scipy.spatial import ConvexHull
 from selvedge.solver.collisions import combined_friction, orient_closed_mesh
 
 
-@pytest.mark.parametrize("collider, static, kinetic", [(0.8, 0.5, 0.3), (0.0, 0.9, 0.6), (0.4, 0.4, 0.4),
-                                                       (1.2, 0.1, 0.5)])
+@pytest.mark.parametrize(
+    "collider, static, kinetic", [(0.8, 0.5, 0.3), (0.0, 0.9, 0.6), (0.4, 0.4, 0.4), (1.2, 0.1, 0.5)]
+)
 def test_friction_of_a_pair_is_the_geometric_mean_with_kinetic_at_most_static(collider, static, kinetic):
     mu_s, mu_k = combined_friction(collider, static, kinetic)
     assert mu_s == pytest.approx(math.sqrt(collider * static), rel=1e-15)

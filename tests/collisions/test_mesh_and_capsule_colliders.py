@@ -4,6 +4,7 @@ The checks are exact geometry, computed here independently of the solver: the si
 of every skirt vertex to the body's polygonal cross-section (or to the capsule's axis
 segment) in the body frame of that frame.
 """
+
 import math
 
 import numpy as np
@@ -85,8 +86,14 @@ def test_skirt_pinned_at_waist_stays_outside_a_rotating_body_mesh_for_200_frames
     pins[:seg] = 1.0
     body = TriangleMesh(body_v, body_t, name="body", friction_static=0.3, friction_kinetic=0.2)
     contacts = Colliders([body], cloth_thickness=THICKNESS)
-    cloth = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(substeps=8),
-                  options=ClothOptions(tether_scale=1.02), contact_handler=contacts)
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        settings=SolverSettings(substeps=8),
+        options=ClothOptions(tether_scale=1.02),
+        contact_handler=contacts,
+    )
     omega = math.pi  # half a turn per second, 200 frames = 4 turns
     worst = math.inf
     touching = 0
@@ -112,18 +119,36 @@ def test_skirt_stays_outside_a_swinging_capsule_for_200_frames():
     pos, faces, seg = skirt(radius + 0.05, radius + 0.05, 0.95, 0.5, segments=20, rings=9)
     pins = np.zeros(len(pos))
     pins[:seg] = 1.0
-    contacts = Colliders([Capsule(radius, half, name="leg", position=pivot - (0.0, 0.0, half + 0.05),
-                                  friction_static=0.3, friction_kinetic=0.2)], cloth_thickness=THICKNESS)
-    cloth = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(substeps=8),
-                  options=ClothOptions(tether_scale=1.02), contact_handler=contacts)
+    contacts = Colliders(
+        [
+            Capsule(
+                radius,
+                half,
+                name="leg",
+                position=pivot - (0.0, 0.0, half + 0.05),
+                friction_static=0.3,
+                friction_kinetic=0.2,
+            )
+        ],
+        cloth_thickness=THICKNESS,
+    )
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        settings=SolverSettings(substeps=8),
+        options=ClothOptions(tether_scale=1.02),
+        contact_handler=contacts,
+    )
     worst = math.inf
     touching = 0
     for f in range(200):
         t = (f + 1) / 24.0
         phi = 1.5 * math.pi * t
         q = quaternion_axis_angle((math.cos(phi), math.sin(phi), 0.0), math.radians(25.0) * min(t, 1.0))
-        axis = np.array([2 * (q[1] * q[3] + q[0] * q[2]), 2 * (q[2] * q[3] - q[0] * q[1]),
-                         1 - 2 * (q[1] ** 2 + q[2] ** 2)])  # the rotated local z
+        axis = np.array(
+            [2 * (q[1] * q[3] + q[0] * q[2]), 2 * (q[2] * q[3] - q[0] * q[1]), 1 - 2 * (q[1] ** 2 + q[2] ** 2)]
+        )  # the rotated local z
         center = pivot - (half + 0.05) * axis
         contacts.set_transform("leg", center, q)
         cloth.step()
@@ -142,6 +167,7 @@ def test_open_mesh_keeps_each_vertex_on_its_frame_start_side():
     sheet_t = np.array([[0, 1, 2], [0, 2, 3]])
     contacts = Colliders([TriangleMesh(sheet_v, sheet_t, name="sheet")], cloth_thickness=THICKNESS)
     from selvedge.solver import grid_mesh
+
     below, faces, _ = grid_mesh(5, 5, 0.2, 0.2, origin=(-0.1, -0.1, -0.05))
     above, _, _ = grid_mesh(5, 5, 0.2, 0.2, origin=(-0.1, -0.1, 0.05))
     pos = np.concatenate([below, above])
@@ -153,14 +179,15 @@ def test_open_mesh_keeps_each_vertex_on_its_frame_start_side():
         cloth.step()
         z = cloth.positions[:, 2]
         assert z[: len(below)].max() <= -THICKNESS + 1e-6
-        assert z[len(below):].min() >= THICKNESS - 1e-6
+        assert z[len(below) :].min() >= THICKNESS - 1e-6
     # the upper patch rests on the sheet
-    np.testing.assert_allclose(cloth.positions[len(below):, 2], THICKNESS, atol=1e-6)
+    np.testing.assert_allclose(cloth.positions[len(below) :, 2], THICKNESS, atol=1e-6)
 
 
 def test_closest_point_on_triangle_matches_dense_sampling():
     """The point-triangle query (all seven Voronoi regions) against a dense barycentric sampling."""
     from selvedge.solver.collisions import geometry
+
     rng = np.random.default_rng(7)
     k = 120
     a, b = np.meshgrid(np.linspace(0, 1, k), np.linspace(0, 1, k))
@@ -202,6 +229,7 @@ def test_segment_plane_gap_against_a_search_along_the_segment():
     point-triangle distance along the segment, over random segments, segments crossing the face
     (0) and segments above it (where the bound is the distance itself)."""
     from selvedge.solver.collisions import geometry
+
     rng = np.random.default_rng(11)
     tris, ends, kinds = [], [], []
     for k in range(300):
@@ -233,6 +261,7 @@ def test_segment_plane_gap_against_a_search_along_the_segment():
 def test_slerp_is_constant_speed_and_matches_axis_angle():
     """Inside the frame a rotation from 0 to 120 degrees about z is at 120 t degrees at fraction t."""
     from selvedge.solver.collisions import Box, Colliders
+
     c = Colliders([Box((1.0, 0.2, 0.2), name="bar")])
     c.set_transform("bar", (0.0, 0.0, 0.0), quaternion_axis_angle((0, 0, 1), math.radians(120.0)))
     for t in (0.0, 0.25, 0.5, 0.9, 1.0):
@@ -253,8 +282,11 @@ def _distances_to_triangles(p, a, b, c):
     n = np.cross(ab, ac)
     n /= np.linalg.norm(n, axis=1)[:, None]
     q = p - ((p - a) * n).sum(1)[:, None] * n
-    inside = ((np.cross(b - a, q - a) * n).sum(1) >= 0) & ((np.cross(c - b, q - b) * n).sum(1) >= 0) & \
-        ((np.cross(a - c, q - c) * n).sum(1) >= 0)
+    inside = (
+        ((np.cross(b - a, q - a) * n).sum(1) >= 0)
+        & ((np.cross(c - b, q - b) * n).sum(1) >= 0)
+        & ((np.cross(a - c, q - c) * n).sum(1) >= 0)
+    )
     d = np.where(inside, np.linalg.norm(p - q, axis=1), np.inf)
     for e0, e1 in ((a, b), (b, c), (c, a)):
         e = e1 - e0
@@ -279,6 +311,7 @@ def test_mesh_narrow_phase_finds_the_true_closest_triangle_of_every_vertex_near_
 
     class Checked(Colliders):
         if spare == "none":
+
             @staticmethod
             def _spare(new):
                 return 0
@@ -289,7 +322,7 @@ def test_mesh_narrow_phase_finds_the_true_closest_triangle_of_every_vertex_near_
             verts = m.v0 + t_end * (m.v1 - m.v0)
             a, b, c = verts[body_t[:, 0]], verts[body_t[:, 1]], verts[body_t[:, 2]]
             centre = verts.mean(axis=0)
-            rows = {int(i): r for r, i in enumerate(self.c_vertex[:self._n_contacts])}
+            rows = {int(i): r for r, i in enumerate(self.c_vertex[: self._n_contacts])}
             for i in np.nonzero(np.linalg.norm(x_pred - centre, axis=1) < 0.25 + 0.02)[0]:
                 d = _closest_distance(x_pred[i], a, b, c)
                 if d > 2 * thickness + 1e-3:
@@ -362,12 +395,13 @@ def test_narrow_phase_caches_skip_work_without_changing_the_contacts():
         skipped.append(skips)
         cached.append(hits)
         scanned.append(30 * 10 * len(pos))
-    print(f"\n[narrow-phase caches] scans skipped {skipped[0]} of {scanned[0]}, answered from the nearest-triangle "
-          f"cache {cached[0]}; max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    print(
+        f"\n[narrow-phase caches] scans skipped {skipped[0]} of {scanned[0]}, answered from the nearest-triangle "
+        f"cache {cached[0]}; max difference {np.abs(runs[0] - runs[1]).max():.3g} m"
+    )
     assert skipped[1] == 0 and cached[1] == 0
     assert skipped[0] > 0.15 * scanned[0]
     assert np.abs(runs[0] - runs[1]).max() < 1e-9
-
 
 
 def test_narrow_phase_bounds_outlive_a_frame_but_not_a_retried_one():
@@ -396,11 +430,11 @@ def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_m
     stands still for 12 frames, slides for 12 and stands again builds it once per moving frame plus
     twice, and the cloth lands exactly as with a grid rebuilt every frame (1e-12 m: another cell
     size may list equally distant triangles in another order)."""
-    from selvedge.solver.collisions import colliders, hash_grid
+    from selvedge.solver.collisions import hash_grid
 
     builds = []
     real = hash_grid.hash_boxes
-    monkeypatch.setattr(colliders.hash_grid, "hash_boxes", lambda *a: builds.append(1) or real(*a))
+    monkeypatch.setattr(hash_grid, "hash_boxes", lambda *a: builds.append(1) or real(*a))
     body_v, body_t = uv_ellipsoid_mesh(0.25, 24, 12, np.array([0.0, 0.0, 0.0]))
     runs, counts = [], []
     for keep in (True, False):
@@ -417,12 +451,14 @@ def test_hash_grid_is_kept_while_the_collider_stands_still_and_rebuilt_when_it_m
                 contacts.set_mesh_positions("ball", body_v + [shift, 0.0, 0.0])
                 cloth.step()
                 if not keep:
-                    contacts.meshes[0].grid_v0 = None  # forget it: the next frame builds a new one
+                    contacts.meshes[0].forget_grid()  # forget it: the next frame builds a new one
             per_phase.append(len(builds) - before)
         runs.append(cloth.positions.copy())
         counts.append(per_phase)
-    print(f"\n[grid builds] kept {counts[0]}, rebuilt every frame {counts[1]}; "
-          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    print(
+        f"\n[grid builds] kept {counts[0]}, rebuilt every frame {counts[1]}; "
+        f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m"
+    )
     assert counts[0][0] == 1 and counts[0][2] <= 1  # standing: built once (and once after the last move)
     assert counts[0][1] >= 11  # moving: a new grid every frame (the first moving frame starts from rest)
     assert sum(counts[1]) >= 30
@@ -440,8 +476,10 @@ def test_nearest_triangle_cache_answers_most_scans_of_a_resting_cloth_with_the_s
     runs, cached = [], []
     for cache in (True, False):
         pos, faces, _ = grid_mesh(10, 10, 0.2, 0.2, origin=(-0.1, -0.1, 0.26))
-        contacts = Colliders([TriangleMesh(body_v, body_t, name="ball", friction_static=0.8, friction_kinetic=0.6)],
-                             cloth_thickness=0.004)
+        contacts = Colliders(
+            [TriangleMesh(body_v, body_t, name="ball", friction_static=0.8, friction_kinetic=0.6)],
+            cloth_thickness=0.004,
+        )
         contacts.use_clearance_cache = cache
         contacts.use_standing_shortcuts = False  # the cache alone (the ball stands still)
         cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
@@ -454,11 +492,14 @@ def test_nearest_triangle_cache_answers_most_scans_of_a_resting_cloth_with_the_s
         cached.append(hits)
         assert np.abs(cloth.velocities).max() < 1e-6  # at rest
     scans = 20 * 10 * len(runs[0])
-    print(f"\n[nearest-triangle cache] {cached[0]} of {scans} scans; "
-          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m")
+    print(
+        f"\n[nearest-triangle cache] {cached[0]} of {scans} scans; "
+        f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m"
+    )
     assert cached[1] == 0
     assert cached[0] > 0.7 * scans
     assert np.abs(runs[0] - runs[1]).max() < 1e-12
+
 
 def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangle():
     """The broad-phase query allocates for 8 candidates per queried vertex and grows its buffers
@@ -483,16 +524,18 @@ def test_candidate_query_grows_its_buffers_without_losing_or_repeating_a_triangl
     geometry.triangle_spheres(verts, tris, center, rad)
     cell, table = 0.05, 4096
     bucket, items = hash_grid.hash_boxes(tlo, thi, cell, table, 32)
-    offsets, cand, d0 = mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, cell, table, bucket,
-                                                 items, 32, tris, verts, center, rad, 2)
+    offsets, cand, d0 = mk.mesh_query_candidates(
+        seg_a, seg_b, pad, radius, active, tlo, thi, cell, table, bucket, items, 32, tris, verts, center, rad, 2
+    )
     assert list(offsets) == [0, 0, len(cand), len(cand)]
     assert len(cand) > 100  # far more than the 16 first allocated
     assert len(set(cand.tolist())) == len(cand)  # no triangle twice
     mid = 0.5 * (seg_a[1] + seg_b[1])
     half = 0.5 * np.linalg.norm(seg_b[1] - seg_a[1])
     exact = _segment_triangle_distances(seg_a[1], seg_b[1], verts[tris[:, 0]], verts[tris[:, 1]], verts[tris[:, 2]])
-    bound = np.array([max(point_triangle_distance(*mid, *verts[a], *verts[b], *verts[c]) - half, 0.0)
-                      for a, b, c in tris])
+    bound = np.array(
+        [max(point_triangle_distance(*mid, *verts[a], *verts[b], *verts[c]) - half, 0.0) for a, b, c in tris]
+    )
     assert set(np.flatnonzero(exact <= limit).tolist()) <= set(cand.tolist())  # nothing within reach lost
     assert np.all(bound[cand] <= limit)  # nothing listed that the bound rules out
     np.testing.assert_allclose(d0, bound[cand], rtol=1e-12, atol=1e-15)
@@ -522,18 +565,21 @@ def test_candidate_query_in_parallel_chunks_gives_the_serial_lists():
     center, rad = np.empty((len(tris), 3)), np.empty(len(tris))
     geometry.triangle_spheres(verts, tris, center, rad)
     bucket, items = hash_grid.hash_boxes(tlo, thi, 0.04, 4096, 32)
-    runs = [mk.mesh_query_candidates(seg_a, seg_b, pad, radius, active, tlo, thi, 0.04, 4096, bucket, items, 32,
-                                     tris, verts, center, rad, chunks) for chunks in (1, 2, 3, 7)]
+    runs = [
+        mk.mesh_query_candidates(
+            seg_a, seg_b, pad, radius, active, tlo, thi, 0.04, 4096, bucket, items, 32, tris, verts, center, rad, chunks
+        )
+        for chunks in (1, 2, 3, 7)
+    ]
     offsets, cand, d0 = runs[0]
     assert len(cand) > 8 * active.sum()  # more than the first buffers hold
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert np.array_equal(a, b)
     for i in np.flatnonzero(active)[::7]:
-        listed = cand[offsets[i]:offsets[i + 1]]
-        exact = _segment_triangle_distances(seg_a[i], seg_b[i], verts[tris[:, 0]], verts[tris[:, 1]],
-                                            verts[tris[:, 2]])
+        listed = cand[offsets[i] : offsets[i + 1]]
+        exact = _segment_triangle_distances(seg_a[i], seg_b[i], verts[tris[:, 0]], verts[tris[:, 1]], verts[tris[:, 2]])
         assert set(np.flatnonzero(exact <= pad[i] + radius).tolist()) <= set(listed.tolist())
         # d0 is a lower bound of each listed triangle's distance to the segment (the scans stop on it)
-        assert np.all(d0[offsets[i]:offsets[i + 1]] <= exact[listed] + 1e-12)
+        assert np.all(d0[offsets[i] : offsets[i + 1]] <= exact[listed] + 1e-12)
     assert all(offsets[i] == offsets[i + 1] for i in np.flatnonzero(~active))

@@ -3,6 +3,7 @@
 Reference distances are computed here by brute force over every triangle of the mesh the grid
 was built from (exact point-triangle distance), independently of the solver's kernels.
 """
+
 import math
 
 import numpy as np
@@ -33,11 +34,13 @@ def exact_distance(points, v, t):
         n = np.cross(ab, ac)
         n /= np.linalg.norm(n, axis=1)[:, None]
         q = p - ((p - a) * n).sum(1)[:, None] * n
+
         def inside(q):
             c0 = (np.cross(b - a, q - a) * n).sum(1)
             c1 = (np.cross(c - b, q - b) * n).sum(1)
             c2 = (np.cross(a - c, q - c) * n).sum(1)
             return (c0 >= 0) & (c1 >= 0) & (c2 >= 0)
+
         d = np.where(inside(q), np.linalg.norm(p - q, axis=1), np.inf)
         for e0, e1 in ((a, b), (b, c), (c, a)):
             e = e1 - e0
@@ -69,7 +72,7 @@ def test_sdf_distance_matches_exact_closest_triangle_distance_on_a_sphere(sphere
     got, normals = sdf.signed_distance(pts)
     assert (got[inside] < 0).all() and (got[outside] > 0).all()
     err = np.abs(np.abs(got) - exact)
-    bound = 2 * 0.01 ** 2 / 0.3
+    bound = 2 * 0.01**2 / 0.3
     assert err.max() < bound, f"max error {err.max():.3g} m > 2 spacing^2/R = {bound:.3g} m"
     # the normal is radial to within 6 degrees (the facets themselves tilt up to 3.75 degrees from
     # radial: 48 segments; measured 4.4)
@@ -113,7 +116,7 @@ def test_cloth_dropped_on_sdf_sphere_rests_outside_radius_plus_thickness(sphere_
         near = np.linalg.norm(cloth.positions, axis=1) < 0.3 + 0.02
         if near.any():
             worst = min(worst, float(exact_distance(cloth.positions[near], v, t).min()))
-    assert worst >= thickness - 2 * 0.01 ** 2 / 0.3 - 1e-6, f"a vertex came {thickness - worst:.3g} m inside"
+    assert worst >= thickness - 2 * 0.01**2 / 0.3 - 1e-6, f"a vertex came {thickness - worst:.3g} m inside"
     assert worst < thickness + 1e-3, "the cloth touched the ball"
     assert float(np.linalg.norm(cloth.velocities, axis=1).max()) < 0.1
 
@@ -123,12 +126,14 @@ def test_animated_rigid_sdf_body_carries_the_cloth_under_friction():
     hx, hy, hz = 0.4, 0.4, 0.05
     v, t = box_mesh(hx, hy, hz)
     thickness = 0.004
-    tray = SDFGrid(v, t, spacing=0.005, name="tray", position=(0.0, 0.0, -hz), friction_static=0.6,
-                   friction_kinetic=0.4)
+    tray = SDFGrid(
+        v, t, spacing=0.005, name="tray", position=(0.0, 0.0, -hz), friction_static=0.6, friction_kinetic=0.4
+    )
     contacts = Colliders([tray], cloth_thickness=thickness)
     pos, faces, _ = grid_mesh(9, 9, 0.4, 0.4, origin=(-0.2, -0.2, thickness))
-    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=8), options=ClothOptions(tethers=False),
-                  contact_handler=contacts)
+    cloth = Cloth(
+        pos, faces, settings=SolverSettings(substeps=8), options=ClothOptions(tethers=False), contact_handler=contacts
+    )
     fps, x_box = 24.0, 0.0
     for f in range(24):
         speed = min((f + 1) / fps, 0.5)

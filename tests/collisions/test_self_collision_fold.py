@@ -6,6 +6,7 @@ its height minus the height of the flat layer under it (barycentric interpolatio
 flat layer's triangles, away from the crease). Passing through the other layer makes this
 negative; without self-collision the flap lands inside the flat layer (gap 0).
 """
+
 import numpy as np
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
@@ -43,9 +44,12 @@ def fold(self_collision, frames=48, substeps=20):
     x[flap, 2] = GROUND + (u[flap] - crease)
     v = np.zeros_like(x)
     v[flap, 0] = -4.0 * (u[flap] - crease)  # flung over about the crease
-    contacts = Colliders([Plane(friction_static=0.5, friction_kinetic=0.4)], cloth_thickness=GROUND,
-                         self_collision=SelfCollision(thickness=SELF) if self_collision else None,
-                         cloth_triangles=faces)
+    contacts = Colliders(
+        [Plane(friction_static=0.5, friction_kinetic=0.4)],
+        cloth_thickness=GROUND,
+        self_collision=SelfCollision(thickness=SELF) if self_collision else None,
+        cloth_triangles=faces,
+    )
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     cloth.set_positions(x, v)
     lower_tris = faces[(u[faces] < crease - 0.1).all(axis=1)]  # the flat part, away from the crease loop
@@ -94,13 +98,14 @@ def test_two_hop_exclusion_lists_match_the_squared_adjacency_matrix():
     faces = faces[rng.permutation(len(faces))[: len(faces) - 5]]  # holes and boundary vertices
     n = len(pos)
     e = np.unique(np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1), axis=0)
-    adjacency = coo_matrix((np.ones(2 * len(e)), (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])),
-                           shape=(n, n)).tocsr()
+    adjacency = coo_matrix(
+        (np.ones(2 * len(e)), (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])), shape=(n, n)
+    ).tocsr()
     reach = (adjacency + adjacency @ adjacency).tolil()
     offsets, flat = two_hop_lists(n, np.ascontiguousarray(e))
     for i in range(n):
         expected = sorted(set(reach.rows[i]) - {i})
-        assert list(flat[offsets[i]:offsets[i + 1]]) == expected
+        assert list(flat[offsets[i] : offsets[i + 1]]) == expected
 
 
 def test_vertex_triangle_pairs_do_not_depend_on_the_chunks():
@@ -115,8 +120,17 @@ def test_vertex_triangle_pairs_do_not_depend_on_the_chunks():
     contacts = cloth.contact_handler
     x = cloth.positions.copy()
     x_pred = x + 0.002 * np.random.default_rng(3).normal(size=x.shape)
-    args = (x, x_pred, cloth.inv_mass, contacts._self_tris, SELF, contacts._self_cell, contacts._self_table,
-            contacts._excl_offsets, contacts._excl)
+    args = (
+        x,
+        x_pred,
+        cloth.inv_mass,
+        contacts._self_tris,
+        SELF,
+        contacts._self_cell,
+        contacts._self_table,
+        contacts._excl_offsets,
+        contacts._excl,
+    )
     runs = [self_contact.self_triangle_contacts(*args, chunks) for chunks in (1, 2, 3)]
     cv, ct, _ = runs[0]
     assert len(cv) > 20  # the layers are in contact
@@ -126,7 +140,7 @@ def test_vertex_triangle_pairs_do_not_depend_on_the_chunks():
             assert np.array_equal(a, b)
     tris = contacts._self_tris
     for i, t in zip(cv, ct):
-        ring = set(contacts._excl[contacts._excl_offsets[i]:contacts._excl_offsets[i + 1]].tolist()) | {int(i)}
+        ring = set(contacts._excl[contacts._excl_offsets[i] : contacts._excl_offsets[i + 1]].tolist()) | {int(i)}
         assert not ring & set(tris[t].tolist())
 
 
@@ -140,16 +154,22 @@ def test_particle_pairs_match_brute_force_for_any_chunk_count():
     contacts = cloth.contact_handler
     x = cloth.positions.copy()
     x_pred = x + 0.002 * np.random.default_rng(5).normal(size=x.shape)
-    runs = [self_contact.self_particle_pairs(x, x_pred, cloth.inv_mass, SELF, contacts._excl_offsets, contacts._excl,
-                                             contacts._self_table, chunks) for chunks in (1, 2, 3)]
+    runs = [
+        self_contact.self_particle_pairs(
+            x, x_pred, cloth.inv_mass, SELF, contacts._excl_offsets, contacts._excl, contacts._self_table, chunks
+        )
+        for chunks in (1, 2, 3)
+    ]
     for other in runs[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(runs[0], other))
     travel = np.linalg.norm(x_pred - x, axis=1)
     dist = np.linalg.norm(x_pred[:, None] - x_pred[None], axis=2)
     reach = 2 * SELF + travel[:, None] + travel[None]
     i, j = np.nonzero(np.triu(dist <= reach, k=1))
-    excluded = [j_ in set(contacts._excl[contacts._excl_offsets[i_]:contacts._excl_offsets[i_ + 1]].tolist())
-                for i_, j_ in zip(i, j)]
+    excluded = [
+        j_ in set(contacts._excl[contacts._excl_offsets[i_] : contacts._excl_offsets[i_ + 1]].tolist())
+        for i_, j_ in zip(i, j)
+    ]
     both_pinned = (cloth.inv_mass[i] == 0) & (cloth.inv_mass[j] == 0)
     expected = {(a, b) for a, b, e, p in zip(i.tolist(), j.tolist(), excluded, both_pinned) if not e and not p}
     got = list(zip(runs[0][0].tolist(), runs[0][1].tolist()))

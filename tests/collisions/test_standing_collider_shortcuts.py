@@ -8,11 +8,21 @@ point-triangle distances over every triangle, on a closed ellipsoid (convex ever
 terrain (bumps and valleys, where a face next to a fold must not certify itself) and two sheets
 1 cm apart.
 """
+
 import numpy as np
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
-from selvedge.solver.collisions import Colliders, TriangleMesh
-from selvedge.solver.collisions import cell_lists, convexity, distance_bounds, geometry, hash_grid, mesh_kernels
+from selvedge.solver.collisions import (
+    Colliders,
+    TriangleMesh,
+    cell_lists,
+    convexity,
+    distance_bounds,
+    geometry,
+    hash_grid,
+    mesh_kernels,
+    mesh_narrow_phase,
+)
 from selvedge.solver.collisions.geometry import closest_on_triangle, point_triangle_distance
 from selvedge.solver.mesh import uv_ellipsoid_mesh
 
@@ -44,8 +54,11 @@ def spheres(verts, tris):
 
 def grid_test_meshes():
     """The closed ellipsoid, the wavy terrain and the two sheets of the distance-grid tests."""
-    return {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
-            "terrain": wavy_terrain(n=21), "two sheets": two_sheets()}
+    return {
+        "ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 30, 16, np.zeros(3)),
+        "terrain": wavy_terrain(n=21),
+        "two sheets": two_sheets(),
+    }
 
 
 def certificates(verts, tris, reach=0.03):
@@ -59,8 +72,24 @@ def certificates(verts, tris, reach=0.03):
     for chunks in (1, 3):  # one run of faces, or three in parallel: the same certificates
         tnorm = np.empty((tris.shape[0], 3))
         cert = np.empty(tris.shape[0])
-        convexity.convexity_certificates(verts, tris, center, rad, reach, convexity.COPLANAR_TOL_M, lo, hi,
-                                         1.0 / cell, 4096, bucket, items, 32, tnorm, cert, chunks=chunks)
+        convexity.convexity_certificates(
+            verts,
+            tris,
+            center,
+            rad,
+            reach,
+            convexity.COPLANAR_TOL_M,
+            lo,
+            hi,
+            1.0 / cell,
+            4096,
+            bucket,
+            items,
+            32,
+            tnorm,
+            cert,
+            chunks=chunks,
+        )
         runs.append((tnorm, cert))
     assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
     return tnorm, cert
@@ -96,8 +125,11 @@ def test_certified_faces_are_the_closest_of_the_whole_mesh():
     between two sheets 1 cm apart, a face of the lower one certifies points up to 5 mm above it
     (the upper sheet is its certificate), not above that."""
     rng = np.random.default_rng(7)
-    for name, (verts, tris) in {"ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 40, 21, np.zeros(3)),
-                                "terrain": wavy_terrain(), "two sheets": two_sheets()}.items():
+    for name, (verts, tris) in {
+        "ellipsoid": uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 40, 21, np.zeros(3)),
+        "terrain": wavy_terrain(),
+        "two sheets": two_sheets(),
+    }.items():
         tnorm, cert = certificates(verts, tris)
         nbr = convexity.edge_neighbours(tris, verts.shape[0])
         centers = verts[tris].mean(axis=1)
@@ -116,8 +148,9 @@ def test_certified_faces_are_the_closest_of_the_whole_mesh():
             a, b, c = verts[tris[start]]
             u, v, w = closest_on_triangle(*p, *a, *b, *c)
             d2 = float(np.sum((p - (u * a + v * b + w * c)) ** 2))
-            t, u, v, w, d2, ok = convexity.certified_walk(p[0], p[1], p[2], start, u, v, w, d2, tris, verts, tnorm,
-                                                          cert, nbr, 2)
+            t, u, v, w, d2, ok = convexity.certified_walk(
+                p[0], p[1], p[2], start, u, v, w, d2, tris, verts, tnorm, cert, nbr, 2
+            )
             kinds = ["any"]
             if name == "terrain":
                 kinds += ["bump"] if shape[t0] > 0.6 else ["valley"] if shape[t0] < -0.6 else []
@@ -129,8 +162,10 @@ def test_certified_faces_are_the_closest_of_the_whole_mesh():
                 certified[kind] += bool(ok)
             if ok:
                 wrong += np.sqrt(d2) > brute_distances(p, verts, tris).min() + 1e-9
-        print(f"\n[{name}] certified {({k: v for k, v in certified.items() if tried[k]})} of "
-              f"{({k: v for k, v in tried.items() if v})}; {wrong} not the closest")
+        print(
+            f"\n[{name}] certified { ({k: v for k, v in certified.items() if tried[k]}) } of "
+            f"{ ({k: v for k, v in tried.items() if v}) }; {wrong} not the closest"
+        )
         assert wrong == 0
         if name == "ellipsoid":
             assert certified["any"] > 0.5 * tried["any"] and (cert > 0.0).all()
@@ -151,13 +186,13 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
     terrain's), whose lists reach farther out, and with the cell lists over their size limit
     (a dense mesh: candidate lists, certificates and distance bounds)."""
     runs, stats = [], []
-    for use, max_cells, max_entries in ((True, None, None), (False, None, None), (True, 300, None),
-                                        (True, None, 1000)):
+    for use, max_cells, max_entries in ((True, None, None), (False, None, None), (True, 300, None), (True, None, 1000)):
         tv, tt = wavy_terrain(n=21, size=0.5, amplitude=0.02, waves=1.5)
         bv, bt = uv_ellipsoid_mesh(0.08, 24, 12, np.array([0.0, 0.0, 0.12]))
         pos, faces, _ = grid_mesh(20, 20, 0.4, 0.4, origin=(-0.2, -0.2, 0.25))
-        contacts = Colliders([TriangleMesh(tv, tt, name="terrain"), TriangleMesh(bv, bt, name="ball")],
-                             cloth_thickness=0.004)
+        contacts = Colliders(
+            [TriangleMesh(tv, tt, name="terrain"), TriangleMesh(bv, bt, name="ball")], cloth_thickness=0.004
+        )
         contacts.use_standing_shortcuts = use
         if max_cells:  # cells of ~4-5 cm (as on a large terrain): the list band grows with them
             contacts.DISTANCE_BOUND_MAX_CELLS = max_cells
@@ -174,11 +209,13 @@ def test_certificates_leave_the_contacts_as_the_list_scan_finds_them():
         runs.append(cloth.positions.copy())
         stats.append((certified, cells, lists))
     scans = 40 * 10 * 400 * 2
-    print(f"\n[standing shortcuts] of {scans} scans: certified {stats[0][0]}, from cell lists {stats[0][1]}; "
-          f"candidate lists built after frame 0: {stats[0][2]} (without the shortcuts {stats[1][2]}); "
-          f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m; with large cells {stats[2]}, "
-          f"{np.abs(runs[2] - runs[1]).max():.3g} m; without cell lists {stats[3]}, "
-          f"{np.abs(runs[3] - runs[1]).max():.3g} m")
+    print(
+        f"\n[standing shortcuts] of {scans} scans: certified {stats[0][0]}, from cell lists {stats[0][1]}; "
+        f"candidate lists built after frame 0: {stats[0][2]} (without the shortcuts {stats[1][2]}); "
+        f"max difference {np.abs(runs[0] - runs[1]).max():.3g} m; with large cells {stats[2]}, "
+        f"{np.abs(runs[2] - runs[1]).max():.3g} m; without cell lists {stats[3]}, "
+        f"{np.abs(runs[3] - runs[1]).max():.3g} m"
+    )
     assert stats[1][:2] == (0, 0) and stats[1][2] > 100
     assert stats[3][0] > 0.05 * scans and stats[3][1] == 0 and stats[3][2] > 100
     assert np.abs(runs[3] - runs[1]).max() < 1e-9
@@ -230,8 +267,10 @@ def test_distance_bounds_never_exceed_the_distance_and_stay_within_a_cell_of_it(
         far = verts.max(axis=0) + 2.0 * band
         assert distance_bounds.distance_lower_bound(*far, bounds, origin, 1.0 / spacing, band) == band
         assert distance_bounds.distance_lower_bound(np.nan, 0.0, 0.0, bounds, origin, 1.0 / spacing, band) == 0.0
-        print(f"\n[{name}] grid {bounds.shape}, largest shortfall {worst_gap * 1e3:.1f} mm "
-              f"(at most {np.sqrt(3.0) * spacing * 1e3:.1f})")
+        print(
+            f"\n[{name}] grid {bounds.shape}, largest shortfall {worst_gap * 1e3:.1f} mm "
+            f"(at most {np.sqrt(3.0) * spacing * 1e3:.1f})"
+        )
 
 
 def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
@@ -247,17 +286,22 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
     for name, (verts, tris) in grid_test_meshes().items():
         center, rad = spheres(verts, tris)
         origin, centre, bounds = distance_bounds.distance_bound_grid(verts, tris, center, rad, spacing, band)
-        offsets, cand, d0, reach = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre,
-                                                                 list_band, 10**7)
+        offsets, cand, d0, reach = cell_lists.closest_face_lists(
+            verts, tris, center, rad, origin, spacing, centre, list_band, 10**7
+        )
         assert ((reach >= 0.0) == (centre.ravel() <= list_band)).all() and (reach >= 0.0).sum() > 100
         for slabs in (1, 3):  # built in other slabs of cells (threads), in arrays that fill up and grow
-            assert np.array_equal(distance_bounds.centre_distances(verts, tris, center, rad, spacing, band,
-                                                                   slabs=slabs)[1], centre)
-            cramped = cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
-                                                    10**7, room_per_cell=1, slabs=slabs)
+            assert np.array_equal(
+                distance_bounds.centre_distances(verts, tris, center, rad, spacing, band, slabs=slabs)[1], centre
+            )
+            cramped = cell_lists.closest_face_lists(
+                verts, tris, center, rad, origin, spacing, centre, list_band, 10**7, room_per_cell=1, slabs=slabs
+            )
             assert all(np.array_equal(a, b) for a, b in zip(cramped, (offsets, cand, d0, reach)))
-        assert cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band,
-                                             len(cand) - 1) is None  # more entries than allowed: none
+        assert (
+            cell_lists.closest_face_lists(verts, tris, center, rad, origin, spacing, centre, list_band, len(cand) - 1)
+            is None
+        )  # more entries than allowed: none
         near = verts[rng.integers(verts.shape[0], size=400)] + rng.normal(0.0, 0.015, (400, 3))
         points = np.concatenate([near, rng.uniform(verts.min(axis=0) - 0.03, verts.max(axis=0) + 0.03, (200, 3))])
         checked = longest = 0
@@ -265,7 +309,7 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
             cell, off = distance_bounds.grid_cell(p[0], p[1], p[2], bounds, origin, 1.0 / spacing)
             if cell < 0 or reach[cell] < 0.0:
                 continue
-            listed = cand[offsets[cell]:offsets[cell + 1]]
+            listed = cand[offsets[cell] : offsets[cell + 1]]
             exact = brute_distances(p, verts, tris)
             ijk = np.unravel_index(cell, centre.shape)
             c = origin + (np.array(ijk) + 0.5) * spacing
@@ -273,16 +317,41 @@ def test_cell_lists_hold_the_closest_face_of_every_point_in_their_cell():
             assert exact[listed].min() <= exact.min() + 1e-12
             others = np.setdiff1d(np.arange(tris.shape[0]), listed)
             assert (exact[others] >= reach[cell] - off - 1e-12).all()
-            assert np.allclose(d0[offsets[cell]:offsets[cell + 1]], brute_distances(c, verts, tris)[listed], atol=1e-12)
-            assert (np.diff(d0[offsets[cell]:offsets[cell + 1]]) >= 0.0).all()
-            t, *_ = mesh_kernels._mesh_closest_within(p[0], p[1], p[2], offsets[:-1], offsets[1:], cand, d0, cell, tris,
-                                                      verts, 0.0, verts, off, np.inf, center, rad, 0.0, -1, 0.0, 0.0,
-                                                      0.0, 0.0)
+            assert np.allclose(
+                d0[offsets[cell] : offsets[cell + 1]], brute_distances(c, verts, tris)[listed], atol=1e-12
+            )
+            assert (np.diff(d0[offsets[cell] : offsets[cell + 1]]) >= 0.0).all()
+            t, *_ = mesh_narrow_phase._mesh_closest_within(
+                p[0],
+                p[1],
+                p[2],
+                offsets[:-1],
+                offsets[1:],
+                cand,
+                d0,
+                cell,
+                tris,
+                verts,
+                0.0,
+                verts,
+                off,
+                np.inf,
+                center,
+                rad,
+                0.0,
+                -1,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+            )
             assert exact[t] <= exact.min() + 1e-12
             checked += 1
             longest = max(longest, len(listed))
-        print(f"\n[{name}] {int((reach >= 0).sum())} cells with lists, {len(cand)} entries, longest {longest}; "
-              f"{checked} points checked")
+        print(
+            f"\n[{name}] {int((reach >= 0).sum())} cells with lists, {len(cand)} entries, longest {longest}; "
+            f"{checked} points checked"
+        )
         assert checked > 150
 
 
@@ -322,13 +391,15 @@ def test_frame_start_side_is_taken_only_from_the_closest_face_of_the_whole_mesh(
             else:
                 known += 1
                 assert m.side[i] == true_side, (f, i)
-            listed = m.cand[m.first[i]:m.stop[i]]
+            listed = m.cand[m.first[i] : m.stop[i]]
             if len(listed):
                 s = int(listed[np.argmin(exact[listed])])
                 a, b, c = verts[body_t[s]]
                 u, v, w = closest_on_triangle(*p, *a, *b, *c)
                 wrong_listed += (np.cross(b - a, c - a) @ (p - (u * a + v * b + w * c)) >= 0.0) != (true_side > 0)
-    print(f"\n[frame-start sides] known {known}, not known yet {unknown}; the nearest listed face would have "
-          f"given {wrong_listed} wrong; deepest vertex {deepest * 1e3:.1f} mm from the sphere")
+    print(
+        f"\n[frame-start sides] known {known}, not known yet {unknown}; the nearest listed face would have "
+        f"given {wrong_listed} wrong; deepest vertex {deepest * 1e3:.1f} mm from the sphere"
+    )
     assert known > 1000 and unknown > 500
     assert deepest > -0.005  # faces lie up to 8.5 mm inside the sphere, the cloth 4 mm above them

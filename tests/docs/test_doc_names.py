@@ -124,6 +124,8 @@ def documented_defaults(text: str) -> dict[tuple[str, str], str]:
 
 def default_matches(prop, written: str) -> bool:
     value = ast.literal_eval(written)
+    if prop.type == "POINTER":  # an ID pointer has no default: it starts empty
+        return value is None
     default = prop.default
     if prop.type == "FLOAT":
         return abs(default - value) <= 1e-3 * max(abs(default), 1e-12)

@@ -17,6 +17,7 @@ No Flamenco Manager can be installed here, so this checks what can be checked wi
 Not checked: that a real Manager accepts the script, that its ``frameChunker`` splits frames the
 way the stand-in does, and that a real Worker runs the commands (see docs/user/farm.md).
 """
+
 import json
 import re
 import shutil
@@ -34,9 +35,22 @@ def test_node_is_available_to_check_the_job_type():
     """Every check below runs the job type under Node.js (Flamenco's own job compiler is JavaScript)."""
     assert NODE is not None, "Node.js (node) is needed to check farm/flamenco/selvedge_bake_render.js"
 
+
 #: Fields of Flamenco's AvailableJobSetting (Manager OpenAPI model) and their enum values.
-SETTING_FIELDS = {"key", "type", "subtype", "choices", "propargs", "description", "default", "eval", "evalInfo",
-                  "visible", "required", "editable"}
+SETTING_FIELDS = {
+    "key",
+    "type",
+    "subtype",
+    "choices",
+    "propargs",
+    "description",
+    "default",
+    "eval",
+    "evalInfo",
+    "visible",
+    "required",
+    "editable",
+}
 SETTING_TYPES = {"string": str, "int32": int, "float": (int, float), "bool": bool}
 SUBTYPES = {"file_path", "dir_path", "file_name", "hashed_file_path"}
 VISIBILITY = {"visible", "hidden", "submission", "web"}
@@ -93,17 +107,30 @@ console.log(JSON.stringify(result));
 
 
 def compile_job(tmp_path, **overrides):
-    settings = {"frames": "1-10", "chunk_size": 4, "cloth_objects": "", "cache_folder": "//cache/{shot}",
-                "substeps": 0, "iterations": 0, "solve_mode": "scene", "threads": 0, "selvedge_cli": "",
-                "render_output_root": "/render", "add_path_components": 0,
-                "render_output_path": "/render/shot_a/{timestamp}/######",
-                "blendfile": "/jobs/shot_a-x1/shot_a.blend", "format": "PNG", "image_file_extension": ".png",
-                "scene": "Scene"}
+    settings = {
+        "frames": "1-10",
+        "chunk_size": 4,
+        "cloth_objects": "",
+        "cache_folder": "//cache/{shot}",
+        "substeps": 0,
+        "iterations": 0,
+        "solve_mode": "scene",
+        "threads": 0,
+        "selvedge_cli": "",
+        "render_output_root": "/render",
+        "add_path_components": 0,
+        "render_output_path": "/render/shot_a/{timestamp}/######",
+        "blendfile": "/jobs/shot_a-x1/shot_a.blend",
+        "format": "PNG",
+        "image_file_extension": ".png",
+        "scene": "Scene",
+    }
     settings.update(overrides)
     harness = tmp_path / "harness.js"
     harness.write_text(HARNESS)
-    proc = subprocess.run([NODE, str(harness), str(JOB_TYPE_FILE), json.dumps(settings)], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [NODE, str(harness), str(JOB_TYPE_FILE), json.dumps(settings)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -132,8 +159,16 @@ def test_job_type_settings_follow_flamencos_job_setting_model(tmp_path):
         assert isinstance(setting.get("eval", ""), str) and isinstance(setting.get("propargs", {}), dict)
     # What the issue asks for (frames, objects, cache folder), what the Flamenco add-on fills in
     # itself (blendfile) and what the render tasks need (format, render output).
-    for key in ("frames", "chunk_size", "cloth_objects", "cache_folder", "blendfile", "format",
-                "render_output_root", "render_output_path"):
+    for key in (
+        "frames",
+        "chunk_size",
+        "cloth_objects",
+        "cache_folder",
+        "blendfile",
+        "format",
+        "render_output_root",
+        "render_output_path",
+    ):
         assert key in keys
 
 
@@ -163,21 +198,50 @@ def test_compile_job_bakes_once_then_renders_chunks_that_depend_on_the_bake(tmp_
 
 
 def test_compile_job_passes_the_bake_settings_to_the_cli(tmp_path):
-    result = compile_job(tmp_path, frames="3-5, 9-12", chunk_size=10, cloth_objects="Shirt, Skirt",
-                         substeps=8, iterations=3, solve_mode="colored", threads=2,
-                         selvedge_cli="/opt/selvedge/cli.py", cache_folder="//caches/{shot}_v2")
+    result = compile_job(
+        tmp_path,
+        frames="3-5, 9-12",
+        chunk_size=10,
+        cloth_objects="Shirt, Skirt",
+        substeps=8,
+        iterations=3,
+        solve_mode="colored",
+        threads=2,
+        selvedge_cli="/opt/selvedge/cli.py",
+        cache_folder="//caches/{shot}_v2",
+    )
     args = result["tasks"][0]["commands"][0]["parameters"]["args"]
     assert args[args.index("--python") + 1] == "/opt/selvedge/cli.py" and "--python-expr" not in args
-    cli = args[args.index("--") + 1:]
-    assert cli == ["--frames", "3", "12", "--out", "//caches/shot_a_v2", "--save", "--objects", "Shirt", "Skirt",
-                   "--substeps", "8", "--iterations", "3", "--mode", "colored", "--threads", "2"]
+    cli = args[args.index("--") + 1 :]
+    assert cli == [
+        "--frames",
+        "3",
+        "12",
+        "--out",
+        "//caches/shot_a_v2",
+        "--save",
+        "--objects",
+        "Shirt",
+        "Skirt",
+        "--substeps",
+        "8",
+        "--iterations",
+        "3",
+        "--mode",
+        "colored",
+        "--threads",
+        "2",
+    ]
     assert [t["name"] for t in result["tasks"]] == ["bake-3-12", "render-3-5", "render-9-12"]
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"frames": "1-x"}, "Cannot read the frame range"),
-    ({"format": "FFMPEG"}, "renders images"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"frames": "1-x"}, "Cannot read the frame range"),
+        ({"format": "FFMPEG"}, "renders images"),
+    ],
+)
 def test_compile_job_refuses_bad_settings(tmp_path, overrides, message):
     result = compile_job(tmp_path, **overrides)
     assert message in result["error"]

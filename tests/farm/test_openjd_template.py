@@ -14,6 +14,7 @@ input: a missing .blend fails its Bake task with a clear message while the other
 succeeds and no cache folder appears for it; a shot count that disagrees with the shot list, and a
 Render task whose shot has no cache, fail clearly too.
 """
+
 import importlib.util
 import json
 import math
@@ -28,8 +29,8 @@ import bpy
 import numpy as np
 import pytest
 import yaml
-
 from blender_scenes import evaluated_co, factory_scene, grid_cloth, save_shot, stacked_reference_run
+
 from selvedge.solver.io_pc2 import read_pc2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ ATOL = 1e-6
 
 #: A stand-in for the `blender` executable: `blender -b [--python-exit-code N] -P SCRIPT -- ARGS`
 #: runs SCRIPT in this Python (which has the bpy module) with Blender's sys.argv.
-STAND_IN = '''\
+STAND_IN = """\
 import runpy, sys, traceback
 argv = sys.argv[1:]
 own = argv[:argv.index("--")] if "--" in argv else argv
@@ -65,7 +66,7 @@ except SystemExit:
 except BaseException:
     traceback.print_exc()
     sys.exit(exit_code)
-'''
+"""
 
 
 def build_shot(path, preset, angle, motion):
@@ -75,8 +76,9 @@ def build_shot(path, preset, angle, motion):
     """
     with factory_scene() as scene:
         start = np.array([0.0, 0.0, 1.0])
-        obj, corners = grid_cloth(FIRST, LAST, substeps=SUBSTEPS, angle=angle, start=start,
-                                  end=start + np.array(motion), preset=preset)
+        obj, corners = grid_cloth(
+            FIRST, LAST, substeps=SUBSTEPS, angle=angle, start=start, end=start + np.array(motion), preset=preset
+        )
         expected = stacked_reference_run(obj, corners, FIRST, LAST)[0]
 
         camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
@@ -124,9 +126,19 @@ def make_project(tmp_path, shots, names=("shot_a", "shot_b")):
 
 
 def job_parameters(project, blender, shot_files, count, **extra):
-    params = {"ProjectDir": str(project), "ShotFiles": shot_files, "ShotCount": count, "FrameStart": FIRST,
-              "FrameEnd": LAST, "ChunkSize": CHUNK, "Substeps": SUBSTEPS, "SolveMode": "serial", "Threads": 1,
-              "BlenderExecutable": str(blender), "SelvedgeDir": str(ROOT)}
+    params = {
+        "ProjectDir": str(project),
+        "ShotFiles": shot_files,
+        "ShotCount": count,
+        "FrameStart": FIRST,
+        "FrameEnd": LAST,
+        "ChunkSize": CHUNK,
+        "Substeps": SUBSTEPS,
+        "SolveMode": "serial",
+        "Threads": 1,
+        "BlenderExecutable": str(blender),
+        "SelvedgeDir": str(ROOT),
+    }
     params.update(extra)
     return params
 
@@ -192,8 +204,7 @@ def test_bake_and_render_two_shots_with_openjd_run(tmp_path, shots):
         assert f"selvedge bake: shot {1 if name == 'shot_a' else 2} of 2: {name}" in out
         assert f"{name} | Cloth | frame {LAST} of {LAST}" in out
         for chunk in (FIRST, FIRST + CHUNK):
-            assert f"selvedge render: shot {name} ({project / 'shots' / name}.blend), frames {chunk}-{chunk + 1}" \
-                in out
+            assert f"selvedge render: shot {name} ({project / 'shots' / name}.blend), frames {chunk}-{chunk + 1}" in out
     assert out.count("Selvedge bake summary") == 2 and out.count("1 of 1 shot(s) baked") == 2
 
     # The caches: '//cache/{shot}' next to the shots, one PC2 + sidecar per cloth, the job's frames.
@@ -212,8 +223,9 @@ def test_bake_and_render_two_shots_with_openjd_run(tmp_path, shots):
         obj = bpy.data.objects["Cloth"]
         mod = obj.modifiers["Selvedge Cache"]
         assert mod.type == "MESH_CACHE" and mod.filepath == f"//cache/{name}/Cloth.pc2"
-        errors[name] = max(float(np.abs(evaluated_co(obj, f) - expected[name][f - FIRST]).max())
-                           for f in range(FIRST, LAST + 1))
+        errors[name] = max(
+            float(np.abs(evaluated_co(obj, f) - expected[name][f - FIRST]).max()) for f in range(FIRST, LAST + 1)
+        )
         assert float(np.abs(evaluated_co(obj, LAST) - evaluated_co(obj, FIRST)).max()) > 0.01  # it moved
         bpy.ops.wm.read_factory_settings(use_empty=True)
 
@@ -235,8 +247,9 @@ def test_missing_blend_fails_its_task_and_the_other_shot_bakes(tmp_path, shots):
 
     bad = openjd("run", TEMPLATE, "--step", "Bake", "--task-param", "ShotIndex=1", params=params, cwd=tmp_path)
     assert bad.returncode != 0
-    assert f"selvedge bake: FAILED: shot missing: {project / 'shots' / 'missing.blend'}: no such .blend file" \
-        in bad.stdout
+    assert (
+        f"selvedge bake: FAILED: shot missing: {project / 'shots' / 'missing.blend'}: no such .blend file" in bad.stdout
+    )
     assert not (project / "shots" / "cache").exists()  # nothing, not even an empty folder
 
     good = openjd("run", TEMPLATE, "--step", "Bake", "--task-param", "ShotIndex=2", params=params, cwd=tmp_path)
@@ -268,8 +281,19 @@ def test_missing_blend_fails_its_task_and_the_other_shot_bakes(tmp_path, shots):
     bpy.ops.wm.read_factory_settings(use_empty=True)
 
     # The Render task of the missing shot fails too, before opening anything.
-    render = openjd("run", TEMPLATE, "--step", "Render", "--no-run-dependencies", "--task-param", "ShotIndex=1",
-                    "--task-param", f"ChunkStart={FIRST}", params=params, cwd=tmp_path)
+    render = openjd(
+        "run",
+        TEMPLATE,
+        "--step",
+        "Render",
+        "--no-run-dependencies",
+        "--task-param",
+        "ShotIndex=1",
+        "--task-param",
+        f"ChunkStart={FIRST}",
+        params=params,
+        cwd=tmp_path,
+    )
     assert render.returncode != 0 and "no such .blend file" in render.stdout
     assert not (project / "shots" / "render").exists()
 
@@ -278,16 +302,26 @@ def test_inconsistent_job_and_render_without_cache_fail_clearly(tmp_path, shots)
     _, _, blender = shots
     project = make_project(tmp_path, shots, names=("shot_a",))
     wrong_count = job_parameters(project, blender, "shots/shot_a.blend", 2)
-    proc = openjd("run", TEMPLATE, "--step", "Bake", "--task-param", "ShotIndex=1", params=wrong_count,
-                  cwd=tmp_path)
+    proc = openjd("run", TEMPLATE, "--step", "Bake", "--task-param", "ShotIndex=1", params=wrong_count, cwd=tmp_path)
     assert proc.returncode != 0
     assert "the shot list names 1 shot(s) but the job has ShotCount=2 tasks" in proc.stdout
     assert not (project / "shots" / "cache").exists()
 
     # Rendering a shot whose Bake never ran: a clear failure, no frame.
     params = job_parameters(project, blender, "shots/*.blend", 1)
-    proc = openjd("run", TEMPLATE, "--step", "Render", "--no-run-dependencies", "--task-param", "ShotIndex=1",
-                  "--task-param", f"ChunkStart={FIRST}", params=params, cwd=tmp_path)
+    proc = openjd(
+        "run",
+        TEMPLATE,
+        "--step",
+        "Render",
+        "--no-run-dependencies",
+        "--task-param",
+        "ShotIndex=1",
+        "--task-param",
+        f"ChunkStart={FIRST}",
+        params=params,
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0
     assert "no Selvedge cache (<object>.pc2 + .json) in" in proc.stdout and "did the Bake step" in proc.stdout
     assert not (project / "shots" / "render").exists()

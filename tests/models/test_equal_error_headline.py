@@ -1,5 +1,6 @@
 """The evaluation bench's headline logic (bench/bench_network.py) on synthetic cells: equal-error
 comparison on pure XPBD's error-vs-time frontier, and a plain NO when pure XPBD wins outright."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,9 +13,19 @@ _spec.loader.exec_module(bench)
 
 
 def cell(mode, substeps, err, ms, net_ms=0.0):
-    return {"mode": mode, "substeps": substeps, "iterations": 1, "strength": 1.0, "velocity_gain": 0.0,
-            "err_50_mm": err, "total_ms": ms + net_ms, "network_ms": net_ms, "solver_ms": ms, "failed_scenes": 0,
-            "guard_off_scenes": 0}
+    return {
+        "mode": mode,
+        "substeps": substeps,
+        "iterations": 1,
+        "strength": 1.0,
+        "velocity_gain": 0.0,
+        "err_50_mm": err,
+        "total_ms": ms + net_ms,
+        "network_ms": net_ms,
+        "solver_ms": ms,
+        "failed_scenes": 0,
+        "guard_off_scenes": 0,
+    }
 
 
 PURE = [cell("off", 4, 40.0, 1.0), cell("off", 8, 20.0, 2.0), cell("off", 16, 10.0, 4.0), cell("off", 64, 0.0, 16.0)]

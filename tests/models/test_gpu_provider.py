@@ -3,6 +3,7 @@ binding the CUDA path uses, driven through a stand-in onnxruntime whose provider
 
 The stand-in wraps the real (CPU) onnxruntime: sessions really run, only the providers a session
 reports, the device an input is copied to and the CUDA library preload are played."""
+
 from __future__ import annotations
 
 import types
@@ -46,9 +47,14 @@ def stand_in_ort(available, cuda_starts: bool, preload_error: Exception | None =
             raise preload_error
 
     module = types.SimpleNamespace(
-        __name__="onnxruntime", __version__="1.31.1", get_available_providers=lambda: list(available),
-        InferenceSession=Session, SessionOptions=onnxruntime.SessionOptions, OrtValue=OrtValue,
-        preload_dlls=preload_dlls)
+        __name__="onnxruntime",
+        __version__="1.31.1",
+        get_available_providers=lambda: list(available),
+        InferenceSession=Session,
+        SessionOptions=onnxruntime.SessionOptions,
+        OrtValue=OrtValue,
+        preload_dlls=preload_dlls,
+    )
     return module, log
 
 
@@ -61,8 +67,15 @@ def feed_for(nx=9, ny=7, with_world=True):
     world = None
     if with_world:
         centre = np.array([[0.4, 0.3, -0.1]])
-        ball = ColliderState(np.array([SPHERE]), np.array([[0.12, 0, 0]]), centre, np.array([[1.0, 0, 0, 0]]), centre,
-                             np.array([[1.0, 0, 0, 0]]), np.array([0.004]))
+        ball = ColliderState(
+            np.array([SPHERE]),
+            np.array([[0.12, 0, 0]]),
+            centre,
+            np.array([[1.0, 0, 0, 0]]),
+            centre,
+            np.array([[1.0, 0, 0, 0]]),
+            np.array([0.004]),
+        )
         world = world_edges(ball, x, v, 1 / 24, graph.free)
         assert world[0].size > 0
     return cloth, model_inputs(graph, x, v, 1 / 24, world=world)
@@ -70,8 +83,7 @@ def feed_for(nx=9, ny=7, with_world=True):
 
 def test_provider_choice_prefers_cuda_only_when_present_and_wanted():
     assert choose_providers(CUDA_AND_CPU) == [CUDA_PROVIDER, CPU_PROVIDER]
-    assert choose_providers(["TensorrtExecutionProvider", CUDA_PROVIDER, CPU_PROVIDER]) == [CUDA_PROVIDER,
-                                                                                           CPU_PROVIDER]
+    assert choose_providers(["TensorrtExecutionProvider", CUDA_PROVIDER, CPU_PROVIDER]) == [CUDA_PROVIDER, CPU_PROVIDER]
     assert choose_providers(CUDA_AND_CPU, prefer_gpu=False) == [CPU_PROVIDER]
     assert choose_providers([CPU_PROVIDER]) == [CPU_PROVIDER]
     assert choose_providers(["AzureExecutionProvider", CPU_PROVIDER]) == [CPU_PROVIDER]
@@ -96,15 +108,17 @@ def test_cuda_provider_that_starts_runs_through_io_binding(monkeypatch):
 
 
 def test_cuda_provider_that_fails_to_start_falls_back_to_the_cpu_and_says_why(monkeypatch):
-    ort, log = stand_in_ort(CUDA_AND_CPU, cuda_starts=False,
-                            preload_error=OSError("libcudnn.so.9: cannot open shared object file"))
+    ort, log = stand_in_ort(
+        CUDA_AND_CPU, cuda_starts=False, preload_error=OSError("libcudnn.so.9: cannot open shared object file")
+    )
     monkeypatch.setattr(runtime, "_onnxruntime", lambda: ort)
     model = LearnedModel(threads=2)
     assert log["requested"] == [[CUDA_PROVIDER, CPU_PROVIDER]]
     assert model.provider == CPU_PROVIDER and not model.io_binding
     msg = model.provider_message
-    assert msg.startswith("learned network runs on the CPU (CPUExecutionProvider, 2 threads): the CUDA provider "
-                          "failed to start")
+    assert msg.startswith(
+        "learned network runs on the CPU (CPUExecutionProvider, 2 threads): the CUDA provider failed to start"
+    )
     assert "libcudnn.so.9" in msg and "onnxruntime-gpu" in msg and "docs/design/network.md" in msg
     _, feed = feed_for()
     assert np.array_equal(model.run(feed), LearnedModel(prefer_gpu=False).run(feed))
@@ -117,13 +131,15 @@ def test_no_cuda_provider_names_what_to_install_and_the_bake_reports_it(monkeypa
     assert log["requested"] == [[CPU_PROVIDER]] and log["preloaded"] == 0  # nothing to preload for the CPU
     assert model.provider_message == (
         "learned network runs on the CPU (CPUExecutionProvider, 2 threads): onnxruntime has no CUDA provider here "
-        "(onnxruntime 1.31.1 is a CPU build); " + runtime.GPU_INSTALL_HINT)
+        "(onnxruntime 1.31.1 is a CPU build); " + runtime.GPU_INSTALL_HINT
+    )
     cloth, _ = feed_for()
     coupling = LearnedCoupling(cloth, model, "B")
     assert coupling.events == [model.provider_message]
     # asking for the CPU says no more than that
     assert LearnedModel(threads=2, prefer_gpu=False).provider_message == (
-        "learned network runs on the CPU (CPUExecutionProvider, 2 threads)")
+        "learned network runs on the CPU (CPUExecutionProvider, 2 threads)"
+    )
 
 
 def test_io_binding_on_the_cpu_gives_the_same_bits_as_session_run():
@@ -170,6 +186,7 @@ def test_gpu_bench_dry_run_end_to_end_on_the_cpu(tmp_path, capsys, monkeypatch):
     # the tables for docs/benchmarks.md, from the files the run left (as after a device run)
     import _docs_table
     import bench_network
+
     docs = tmp_path / "benchmarks.md"
     monkeypatch.setattr(_docs_table.write_section, "__defaults__", (docs,))
     bench.main(["--from-json", str(tmp_path / "latency.json"), "--write-docs"])

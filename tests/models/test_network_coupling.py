@@ -1,5 +1,6 @@
 """Learned network inside the solver: mode B (acceleration hook) and residual mode, per-frame
 diagnostics, pins held exactly, and the anomaly guard falling back to pure XPBD."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,14 @@ def make_cloth(substeps=8, nx=8, ny=6):
     pins = np.zeros(len(pos))
     top = np.flatnonzero(pos[:, 2] == pos[:, 2].max())
     pins[top] = 1.0
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=substeps),
-                  initial_velocities=np.tile([0.0, 0.6, 0.0], (len(pos), 1)))
+    cloth = Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        settings=SolverSettings(substeps=substeps),
+        initial_velocities=np.tile([0.0, 0.6, 0.0], (len(pos), 1)),
+    )
     return cloth, top
 
 
@@ -43,8 +50,13 @@ def test_network_modes_bake_with_diagnostics_and_exact_pins(model, mode):
     assert all(r.network_ms > 0 and r.solver_ms > 0 and np.isfinite(r.r_proj) for r in coupling.history)
     assert np.isfinite(cloth.x).all() and max(r.strain_max for r in coupling.history) < 0.2
     assert "runs on the" in coupling.events[0]
-    print(mode, "r_proj", [round(r.r_proj, 3) for r in coupling.history[:5]],
-          "net ms", round(np.mean([r.network_ms for r in coupling.history]), 3))
+    print(
+        mode,
+        "r_proj",
+        [round(r.r_proj, 3) for r in coupling.history[:5]],
+        "net ms",
+        round(np.mean([r.network_ms for r in coupling.history]), 3),
+    )
 
 
 def test_network_changes_the_result_but_off_mode_is_pure_xpbd(model):
@@ -88,8 +100,9 @@ def test_exploding_output_rolls_back_and_reruns_frame_on_pure_xpbd(model):
     for f in range(1, 5):
         coupling.step(pin_targets(cloth, f))
     assert not coupling.active and len(coupling.history) == 4
-    assert any("the frame failed with the network on" in e and "rolled back" in e for e in coupling.events), \
+    assert any("the frame failed with the network on" in e and "rolled back" in e for e in coupling.events), (
         coupling.events
+    )
     assert np.isfinite(cloth.x).all() and max(r.strain_max for r in coupling.history) < 0.2
 
 
@@ -107,8 +120,9 @@ def test_absurd_output_is_held_by_xpbd_and_trips_the_strain_guard(model):
 def test_large_strain_trips_the_guard(model):
     cloth, _ = make_cloth()
     coupling = LearnedCoupling(cloth, model, "residual")
-    coupling.fault_injection = lambda r: np.where(np.arange(r.shape[0])[:, None] % 2 == 0, 1.0, -1.0) * 3e3 \
-        * np.ones_like(r)
+    coupling.fault_injection = lambda r: (
+        np.where(np.arange(r.shape[0])[:, None] % 2 == 0, 1.0, -1.0) * 3e3 * np.ones_like(r)
+    )
     rec = coupling.step(pin_targets(cloth, 1))
     assert not coupling.active
     assert any("strain" in e or "energy" in e for e in coupling.events), coupling.events
@@ -142,6 +156,7 @@ def test_network_sees_the_colliders_of_the_contact_handler(model, mode, proxy):
     vertex outside it."""
     from selvedge.solver.collisions import Colliders, Sphere, TriangleMesh
     from selvedge.solver.mesh import uv_ellipsoid_mesh
+
     radius, centre = 0.15, np.array([0.35, -0.25, 0.2])  # 10 cm behind the hanging sheet (y = 0, z in 0..0.5)
     if proxy == "sphere":
         col = Colliders([Sphere(radius, name="ball", position=centre)], cloth_thickness=0.004)
@@ -152,8 +167,15 @@ def test_network_sees_the_colliders_of_the_contact_handler(model, mode, proxy):
     pins = np.zeros(len(pos))
     top = np.flatnonzero(pos[:, 2] == pos[:, 2].max())
     pins[top] = 1.0
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=8),
-                  initial_velocities=np.tile([0.0, -1.2, 0.0], (len(pos), 1)), contact_handler=col)
+    cloth = Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        settings=SolverSettings(substeps=8),
+        initial_velocities=np.tile([0.0, -1.2, 0.0], (len(pos), 1)),
+        contact_handler=col,
+    )
     coupling = LearnedCoupling(cloth, model, mode)
     seen = []
     for f in range(1, 25):

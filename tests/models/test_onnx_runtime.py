@@ -1,5 +1,6 @@
 """Learned-network runtime (no PyTorch): graph features, the shipped ONNX model, onnxruntime session,
 clear errors for missing/mismatched model files. Runs in CI with requirements/test.txt."""
+
 from __future__ import annotations
 
 import shutil
@@ -7,8 +8,15 @@ import shutil
 import numpy as np
 import pytest
 
-from selvedge.models.graph import (EDGE_FEATURES, NODE_FEATURES, edge_features, graph_from_cloth, incidence_table,
-                                   model_inputs, node_features)
+from selvedge.models.graph import (
+    EDGE_FEATURES,
+    NODE_FEATURES,
+    edge_features,
+    graph_from_cloth,
+    incidence_table,
+    model_inputs,
+    node_features,
+)
 from selvedge.models.runtime import DEFAULT_MODEL_PATH, LearnedModel, ModelError
 from selvedge.solver import Cloth, grid_mesh
 
@@ -117,10 +125,13 @@ def test_garbage_model_file_is_refused_clearly(tmp_path):
     assert "cannot load" in str(err.value) and "node_features" in str(err.value)
 
 
-@pytest.mark.parametrize("old,new,expect", [
-    (b"selvedge-gnn-3", b"selvedge-gnn-0", "format"),
-    (b"free_mask", b"free_masq", "input 'free_mask' missing"),
-])
+@pytest.mark.parametrize(
+    "old,new,expect",
+    [
+        (b"selvedge-gnn-3", b"selvedge-gnn-0", "format"),
+        (b"free_mask", b"free_masq", "input 'free_mask' missing"),
+    ],
+)
 def test_mismatched_model_file_names_expected_inputs(tmp_path, old, new, expect):
     data = DEFAULT_MODEL_PATH.read_bytes()
     assert old in data
@@ -141,9 +152,11 @@ def test_model_copied_elsewhere_still_loads(tmp_path):
 # -- world edges (collider surface -> cloth vertex) ---------------------------------------------------
 def _sphere_cloth(offset=(0.0, 0.0, 0.0), radius=0.2, centre=(0.4, 0.1, 0.25), end_shift=(0.0, 0.024, 0.0)):
     from selvedge.solver.collisions import Colliders, Sphere
+
     off = np.asarray(offset, dtype=float)
-    col = Colliders([Sphere(radius, name="ball", position=np.asarray(centre) + off, thickness=0.001)],
-                    cloth_thickness=0.004)
+    col = Colliders(
+        [Sphere(radius, name="ball", position=np.asarray(centre) + off, thickness=0.001)], cloth_thickness=0.004
+    )
     col.set_transform("ball", np.asarray(centre) + off + np.asarray(end_shift))  # frame-end pose
     pos, faces, uv = grid_mesh(9, 7, 0.8, 0.6, plane="xz")
     pos = pos + off
@@ -154,6 +167,7 @@ def _sphere_cloth(offset=(0.0, 0.0, 0.0), radius=0.2, centre=(0.4, 0.1, 0.25), e
 
 def test_world_edges_near_a_sphere_match_the_analytic_closest_point():
     from selvedge.models.graph import WORLD_EDGE_FEATURES, WORLD_RADIUS_M, collider_state, world_edges
+
     radius, centre, dt = 0.2, np.array([0.4, 0.1, 0.25]), 1 / 24
     cloth, col = _sphere_cloth(radius=radius, centre=centre)
     rng = np.random.default_rng(4)
@@ -181,6 +195,7 @@ def test_world_edges_near_a_sphere_match_the_analytic_closest_point():
 
 def test_world_edges_are_translation_invariant_and_empty_without_colliders():
     from selvedge.models.graph import collider_state
+
     a, col_a = _sphere_cloth()
     b, col_b = _sphere_cloth(offset=(300.0, -40.0, 12.0))
     rng = np.random.default_rng(5)
@@ -199,6 +214,7 @@ def test_world_edges_are_translation_invariant_and_empty_without_colliders():
 
 def test_shipped_model_uses_world_edges_and_runs_without_them(model):
     from selvedge.models.graph import collider_state
+
     a, col_a = _sphere_cloth()
     b, col_b = _sphere_cloth(offset=(-70.0, 5.0, 300.0))
     x, v = random_state(a, 6)
@@ -217,8 +233,12 @@ def test_world_edge_shape_kinds_are_the_solvers():
     from selvedge.models import graph
     from selvedge.solver.collisions import analytic
 
-    assert (graph.PLANE, graph.SPHERE, graph.CAPSULE, graph.BOX) == (analytic.PLANE, analytic.SPHERE,
-                                                                     analytic.CAPSULE, analytic.BOX)
+    assert (graph.PLANE, graph.SPHERE, graph.CAPSULE, graph.BOX) == (
+        analytic.PLANE,
+        analytic.SPHERE,
+        analytic.CAPSULE,
+        analytic.BOX,
+    )
 
 
 def test_world_edges_to_a_moving_mesh_collider_match_brute_force_closest_points():
@@ -236,7 +256,7 @@ def test_world_edges_to_a_moving_mesh_collider_match_brute_force_closest_points(
     col = Colliders([TriangleMesh(body_v, body_t, name="ball", thickness=0.002)], cloth_thickness=0.004)
     col.set_mesh_positions("ball", body_v + [0.03, 0.0, 0.0])  # frame end: 3 cm along x
     pos, faces, _ = grid_mesh(12, 12, 0.6, 0.6, origin=(-0.3, -0.3, 0.0))
-    cloth = Cloth(pos, faces, contact_handler=col)
+    _cloth = Cloth(pos, faces, contact_handler=col)  # binds the handler to the cloth's mesh
     rng = np.random.default_rng(5)
     x = rng.uniform(-0.3, 0.3, size=(len(pos), 3))
     v = rng.normal(0.0, 0.2, size=x.shape)
@@ -291,7 +311,7 @@ def test_world_edges_to_a_signed_distance_grid_match_the_sphere_it_was_built_fro
     col = Colliders([SDFGrid(ball_v, ball_t, 0.01, name="ball", position=centre)], cloth_thickness=0.004)
     col.set_transform("ball", centre + [0.0, 0.024, 0.0], quaternion_axis_angle((0.0, 0.0, 1.0), 0.1))
     pos, faces, _ = grid_mesh(10, 10, 0.5, 0.5)
-    cloth = Cloth(pos, faces, contact_handler=col)
+    _cloth = Cloth(pos, faces, contact_handler=col)  # binds the handler to the cloth's mesh
     rng = np.random.default_rng(6)
     dirs = rng.normal(size=(len(pos), 3))
     dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)

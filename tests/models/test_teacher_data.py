@@ -1,4 +1,5 @@
 """Teacher data generation (no PyTorch): deterministic, randomised scenes, train/test split by trajectory."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,6 +39,7 @@ def test_train_test_and_bench_split_by_trajectory():
 def test_scenes_have_randomised_colliders_clear_of_the_cloth_at_the_start():
     from selvedge.models.graph import collider_state, world_edges
     from selvedge.models.training.scenes import CLOTH_THICKNESS_M, COLLIDER_KINDS, _clearance
+
     scenes = [make_scene(s) for s in range(24)]
     assert {s.collider_kind for s in scenes} == set(COLLIDER_KINDS)
     for s in scenes:
@@ -60,8 +62,8 @@ def test_scenes_have_randomised_colliders_clear_of_the_cloth_at_the_start():
 
 def test_teacher_with_a_collider_makes_contact_at_both_budgets_and_stays_outside():
     from selvedge.models.graph import world_edges
-    seed = next(s for s in range(40) if make_scene(s).collider_kind == "sphere"
-                and make_scene(s).kind != "skirt")
+
+    seed = next(s for s in range(40) if make_scene(s).collider_kind == "sphere" and make_scene(s).kind != "skirt")
     scene = make_scene(seed)
     d = teacher.generate_trajectory(seed, 24)
     free = scene.pins == 0

@@ -3,10 +3,10 @@
 The training command also repeats the ONNX-vs-PyTorch agreement check on the model it ships
 (models/metrics.json, "onnx_vs_pytorch").
 """
+
 from __future__ import annotations
 
 import numpy as np
-
 import torch
 
 from selvedge.models.graph import graph_from_cloth, model_inputs
@@ -28,13 +28,18 @@ def test_onnx_matches_pytorch_on_sizes_unlike_the_export(tmp_path):
     for p in net.parameters():  # non-trivial weights
         p.data.normal_(0, 0.3)
     c = _cloth(6, 5)
-    export_onnx(net, model_inputs(graph_from_cloth(c), c.x, np.zeros_like(c.x), 1 / 24), tmp_path / "m.onnx",
-                {"protocol": {"teacher_substeps": 2, "cheap_substeps": 1}})
+    export_onnx(
+        net,
+        model_inputs(graph_from_cloth(c), c.x, np.zeros_like(c.x), 1 / 24),
+        tmp_path / "m.onnx",
+        {"protocol": {"teacher_substeps": 2, "cheap_substeps": 1}},
+    )
     rt = LearnedModel(tmp_path / "m.onnx", threads=DEFAULT_THREADS, prefer_gpu=False)
     for nx, ny in ((4, 3), (31, 19)):
         c = _cloth(nx, ny)
-        feed = model_inputs(graph_from_cloth(c), c.x + rng.normal(0, 0.01, c.x.shape),
-                            rng.normal(0, 1.0, c.x.shape), 1 / 24)
+        feed = model_inputs(
+            graph_from_cloth(c), c.x + rng.normal(0, 0.01, c.x.shape), rng.normal(0, 1.0, c.x.shape), 1 / 24
+        )
         with torch.no_grad():
             ref = net(*torch_feed(feed)).numpy()
         outs = [rt.run(feed) for _ in range(3)]
@@ -45,6 +50,7 @@ def test_onnx_matches_pytorch_on_sizes_unlike_the_export(tmp_path):
 
 def test_no_scatter_ops_in_exported_graph(tmp_path):
     import onnx
+
     net = GraphNet(latent=4, steps=1).eval()
     c = _cloth(4, 4)
     export_onnx(net, model_inputs(graph_from_cloth(c), c.x, np.zeros_like(c.x), 1 / 24), tmp_path / "m.onnx", {})
@@ -55,11 +61,11 @@ def test_no_scatter_ops_in_exported_graph(tmp_path):
 
 
 def test_pytorch_projection_matches_the_numba_jacobi_kernels():
+    import kernel_calls as kc
+
     from selvedge.models.coupling import RESIDUAL_ITERATIONS, RESIDUAL_OMEGA
     from selvedge.models.training.projection import project_stretch
     from selvedge.solver import kernels as kn
-
-    import kernel_calls as kc
 
     c = _cloth(7, 6)
     st = c.stretch
@@ -72,12 +78,31 @@ def test_pytorch_projection_matches_the_numba_jacobi_kernels():
         lam = np.zeros(st.count)
         dx, hits = np.zeros_like(ref), np.zeros(len(ref))
         for _ in range(iterations):
-            kc.distance_jacobi(ref, x.copy(), c.inv_mass, st.vertices, p["rest_length"], p["compliance"],
-                                     np.zeros(st.count), False, h, lam, dx, hits)
+            kc.distance_jacobi(
+                ref,
+                x.copy(),
+                c.inv_mass,
+                st.vertices,
+                p["rest_length"],
+                p["compliance"],
+                np.zeros(st.count),
+                False,
+                h,
+                lam,
+                dx,
+                hits,
+            )
             kn.apply_jacobi(ref, dx, hits, omega)
-        got = project_stretch(torch.as_tensor(x), torch.as_tensor(st.vertices.astype(np.int64)),
-                              torch.as_tensor(p["rest_length"]), torch.as_tensor(p["compliance"]),
-                              torch.as_tensor(c.inv_mass), h, iterations, omega).numpy()
+        got = project_stretch(
+            torch.as_tensor(x),
+            torch.as_tensor(st.vertices.astype(np.int64)),
+            torch.as_tensor(p["rest_length"]),
+            torch.as_tensor(p["compliance"]),
+            torch.as_tensor(c.inv_mass),
+            h,
+            iterations,
+            omega,
+        ).numpy()
         assert np.abs(got - ref).max() < 1e-12, np.abs(got - ref).max()
         assert np.abs(ref - x).max() > 1e-4  # the projection did move something
         assert np.array_equal(got[c.kinematic_index], x[c.kinematic_index])
@@ -99,17 +124,26 @@ def test_onnx_matches_pytorch_with_world_edges_and_without(tmp_path):
     """World edges from two colliders (so a vertex can have 2 world edges) and from none: ONNX equals PyTorch."""
     from selvedge.models.graph import collider_state
     from selvedge.solver.collisions import Box, Colliders, Sphere
+
     torch.manual_seed(1)
     net = GraphNet(latent=8, steps=2).eval()
     for p in net.parameters():
         p.data.normal_(0, 0.3)
     net.world_std.fill_(0.05)  # world features are cm-sized: make them matter
-    export_onnx(net, model_inputs(graph_from_cloth(_cloth(5, 4)), _cloth(5, 4).x, np.zeros((20, 3)), 1 / 24),
-                tmp_path / "w.onnx", {})
+    export_onnx(
+        net,
+        model_inputs(graph_from_cloth(_cloth(5, 4)), _cloth(5, 4).x, np.zeros((20, 3)), 1 / 24),
+        tmp_path / "w.onnx",
+        {},
+    )
     rt = LearnedModel(tmp_path / "w.onnx", threads=DEFAULT_THREADS, prefer_gpu=False)
     c = _cloth(17, 12)
-    col = Colliders([Sphere(0.25, name="s", position=(0.5, 0.12, 0.35)),
-                     Box((0.2, 0.08, 0.2), name="b", position=(0.45, -0.05, 0.3))])
+    col = Colliders(
+        [
+            Sphere(0.25, name="s", position=(0.5, 0.12, 0.35)),
+            Box((0.2, 0.08, 0.2), name="b", position=(0.45, -0.05, 0.3)),
+        ]
+    )
     col.set_transform("b", (0.45, 0.0, 0.3))
     rng = np.random.default_rng(2)
     x, v = c.x + rng.normal(0, 0.01, c.x.shape), rng.normal(0, 1.0, c.x.shape)
@@ -162,8 +196,9 @@ def test_unrolled_loss_feeds_each_projected_state_into_the_next_step(tmp_path):
             x, v = traj.cheap_step(f0 + k, x, v)
         xp = project_stretch(torch.as_tensor(x), edges, rest, comp, w, h).numpy()
         vp = v + (xp - x) / dt
-        expect += ((((xp - traj.x[f0 + k + 1]) / sx) ** 2)[free].mean()
-                   + (((vp - traj.v[f0 + k + 1]) / sv) ** 2)[free].mean())
+        expect += (((xp - traj.x[f0 + k + 1]) / sx) ** 2)[free].mean() + (((vp - traj.v[f0 + k + 1]) / sv) ** 2)[
+            free
+        ].mean()
         if k == 0:
             assert np.isclose(losses[0], expect, rtol=1e-9)
         x, v = xp, vp

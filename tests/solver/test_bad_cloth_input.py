@@ -1,5 +1,6 @@
 """Bad input: every case gets a specific ClothInputError naming the problem, or the documented safe
 handling (asserted by measuring the behaviour, not just that something ran)."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,16 @@ import threading
 import numpy as np
 import pytest
 
-from selvedge.solver import (Cloth, ClothInputError, ClothOptions, Material, SimulationError, SolverSettings,
-                             grid_mesh, preset)
+from selvedge.solver import (
+    Cloth,
+    ClothInputError,
+    ClothOptions,
+    Material,
+    SimulationError,
+    SolverSettings,
+    grid_mesh,
+    preset,
+)
 
 G = 9.81
 RHO = Material().density_kg_m2
@@ -47,8 +56,13 @@ def test_zero_area_triangle_carries_no_mass_and_no_bending(bending_model):
     # (0, 1, 4) whose three corners are collinear along that bottom edge.
     pos = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0.5, 0, 0]], float)
     faces = np.array([[0, 4, 3], [4, 1, 2], [4, 2, 3], [0, 1, 4]])
-    cloth = Cloth(pos, faces, options=ClothOptions(tethers=False, bending_model=bending_model),
-                  material=Material(air_drag_per_s=0.0), settings=SolverSettings(substeps=10))
+    cloth = Cloth(
+        pos,
+        faces,
+        options=ClothOptions(tethers=False, bending_model=bending_model),
+        material=Material(air_drag_per_s=0.0),
+        settings=SolverSettings(substeps=10),
+    )
     assert any("1 zero-area triangles (first: 3)" in w and "no mass and no bending" in w for w in cloth.warnings)
     # Mass: only the good triangles count. Independently: areas 1/4, 1/4, 1/2; a third of each to its corners.
     expected = np.zeros(5)
@@ -88,8 +102,14 @@ def test_duplicate_vertices_warn_and_are_simulated_separately():
     faces = np.array([[0, 1, 2], [0, 2, 3], [4, 6, 7], [4, 7, 5]])
     pins = np.zeros(8)
     pins[[0, 3]] = 1.0  # pin the left square's left edge only
-    cloth = Cloth(pos, faces, pin_weights=pins, options=ClothOptions(tethers=False),
-                  material=Material(air_drag_per_s=0.0), settings=SolverSettings(substeps=10))
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        options=ClothOptions(tethers=False),
+        material=Material(air_drag_per_s=0.0),
+        settings=SolverSettings(substeps=10),
+    )
     assert any("2 vertices share a position" in w and "separate" in w for w in cloth.warnings)
     for _ in range(12):
         cloth.step()
@@ -174,8 +194,12 @@ def test_every_vertex_pinned_runs_and_follows_the_targets():
 
 def test_nothing_pinned_falls_freely_and_tethers_warn():
     pos, faces, uv = square(4, 4, plane="xy")
-    cloth = Cloth(pos, faces, material=Material(air_drag_per_s=0.0),  # tethers on by default
-                  settings=SolverSettings(substeps=10))
+    cloth = Cloth(
+        pos,
+        faces,
+        material=Material(air_drag_per_s=0.0),  # tethers on by default
+        settings=SolverSettings(substeps=10),
+    )
     assert any("tethers requested but the cloth has no hard pins" in w for w in cloth.warnings)
     assert all(c.name != "tether" or c.count == 0 for c in cloth.constraint_sets)
     for _ in range(24):
@@ -304,6 +328,40 @@ def test_triangle_index_out_of_range(index):
         Cloth(pos, faces)
 
 
+@pytest.mark.parametrize("as_list", [False, True])
+def test_fractional_triangle_index_is_rejected_not_truncated(as_list):
+    # 1.7 cast to int32 would silently become vertex 1 and build a different mesh.
+    pos, faces, uv = square()
+    faces = faces.astype(np.float64)
+    faces[4, 2] = 1.7
+    with pytest.raises(ClothInputError, match=r"must be whole numbers: 1 are not \(first: 1\.7"):
+        Cloth(pos, faces.tolist() if as_list else faces)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_triangle_index_beyond_int32_is_rejected_not_wrapped(as_list):
+    # 2**32 + 7 cast to int32 wraps to 7, a valid vertex of this 16-vertex grid.
+    pos, faces, uv = square()
+    faces = faces.astype(np.int64)
+    assert np.int64(2**32 + 7).astype(np.int32) == 7  # the wrap the check must catch
+    faces[4, 2] = 2**32 + 7
+    with pytest.raises(ClothInputError, match=r"triangle vertex indices must lie in \[0, 15\], found 0\.\.4294967303"):
+        Cloth(pos, faces.tolist() if as_list else faces)
+
+
+def test_whole_float_triangle_indices_are_accepted_like_integers():
+    pos, faces, uv = square()
+    a = Cloth(pos, faces)
+    b = Cloth(pos, faces.astype(np.float64))
+    assert np.array_equal(a.topology.triangles, b.topology.triangles)
+
+
+def test_non_numeric_triangle_indices_are_rejected():
+    pos, faces, uv = square()
+    with pytest.raises(ClothInputError, match="must be integers, got an array of bool"):
+        Cloth(pos, np.ones((3, 3), dtype=bool))
+
+
 def test_wrong_pin_weight_shape():
     pos, faces, uv, pins = hanging()
     with pytest.raises(ClothInputError, match=r"pin_weights must have shape \(16,\), got \(15,\)"):
@@ -343,17 +401,20 @@ def test_acceleration_hook_wrong_shape():
 # ----------------------------------------------------------------------------------------------
 # Settings, options and materials.
 # ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(substeps=0), r"substeps must be an integer >= 1, got 0"),
-    (dict(substeps=2.5), r"substeps must be an integer >= 1, got 2.5"),
-    (dict(iterations=0), r"iterations must be an integer >= 1, got 0"),
-    (dict(solve_mode="gpu"), r"solve_mode must be one of \('serial', 'colored', 'jacobi'\), got 'gpu'"),
-    (dict(jacobi_omega=2.0), r"jacobi_omega must lie in \(0, 2\), got 2.0"),
-    (dict(jacobi_omega=0.0), r"jacobi_omega must lie in \(0, 2\), got 0.0"),
-    (dict(fps=0.0), r"fps must be positive"),
-    (dict(gravity_m_s2=(0.0, np.nan, -9.81)), r"gravity_m_s2 must be three finite numbers"),
-    (dict(wind_m_s=(1.0, 2.0)), r"wind_m_s must be three finite numbers"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(substeps=0), r"substeps must be an integer >= 1, got 0"),
+        (dict(substeps=2.5), r"substeps must be an integer >= 1, got 2.5"),
+        (dict(iterations=0), r"iterations must be an integer >= 1, got 0"),
+        (dict(solve_mode="gpu"), r"solve_mode must be one of \('serial', 'colored', 'jacobi'\), got 'gpu'"),
+        (dict(jacobi_omega=2.0), r"jacobi_omega must lie in \(0, 2\), got 2.0"),
+        (dict(jacobi_omega=0.0), r"jacobi_omega must lie in \(0, 2\), got 0.0"),
+        (dict(fps=0.0), r"fps must be positive"),
+        (dict(gravity_m_s2=(0.0, np.nan, -9.81)), r"gravity_m_s2 must be three finite numbers"),
+        (dict(wind_m_s=(1.0, 2.0)), r"wind_m_s must be three finite numbers"),
+    ],
+)
 def test_invalid_settings(kwargs, message):
     pos, faces, uv = square()
     with pytest.raises(ClothInputError, match=message):
@@ -376,15 +437,21 @@ def test_invalid_frame_dt():
         cloth.step(frame_dt=-0.1)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(bending_model="springs"), r"bending_model must be one of \('cross_edge', 'dihedral', 'isometric', 'auto'\)"),
-    (dict(rest_length_source="uv"), r"rest_length_source must be 'mesh' or 'pattern'"),
-    (dict(tether_scale=0.9), r"tether_scale must be >= 1"),
-    (dict(tether_count=0), r"tether_count must be an integer in 1..8"),
-    (dict(tether_count=9), r"tether_count must be an integer in 1..8"),
-    (dict(soft_pin_compliance=-1.0), r"soft_pin_compliance must be finite and >= 0"),
-    (dict(uv_scale_m=np.nan), r"uv_scale_m must be finite and >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            dict(bending_model="springs"),
+            r"bending_model must be one of \('cross_edge', 'dihedral', 'isometric', 'auto'\)",
+        ),
+        (dict(rest_length_source="uv"), r"rest_length_source must be 'mesh' or 'pattern'"),
+        (dict(tether_scale=0.9), r"tether_scale must be >= 1"),
+        (dict(tether_count=0), r"tether_count must be an integer in 1..8"),
+        (dict(tether_count=9), r"tether_count must be an integer in 1..8"),
+        (dict(soft_pin_compliance=-1.0), r"soft_pin_compliance must be finite and >= 0"),
+        (dict(uv_scale_m=np.nan), r"uv_scale_m must be finite and >= 0"),
+    ],
+)
 def test_invalid_options(kwargs, message):
     pos, faces, uv = square()
     with pytest.raises(ClothInputError, match=message):
@@ -397,11 +464,14 @@ def test_pattern_rest_lengths_need_uvs():
         Cloth(pos, faces, options=ClothOptions(rest_length_source="pattern"))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(density_kg_m2=0.0), r"material density_kg_m2 must be positive, got 0.0"),
-    (dict(stretch_compliance_warp=-1e-4), r"material stretch_compliance_warp must be finite and >= 0"),
-    (dict(air_drag_per_s=np.inf), r"material air_drag_per_s must be finite and >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(density_kg_m2=0.0), r"material density_kg_m2 must be positive, got 0.0"),
+        (dict(stretch_compliance_warp=-1e-4), r"material stretch_compliance_warp must be finite and >= 0"),
+        (dict(air_drag_per_s=np.inf), r"material air_drag_per_s must be finite and >= 0"),
+    ],
+)
 def test_invalid_material(kwargs, message):
     pos, faces, uv = square()
     with pytest.raises(ClothInputError, match=message):
@@ -409,8 +479,11 @@ def test_invalid_material(kwargs, message):
 
 
 def test_unknown_preset_lists_the_choices():
-    with pytest.raises(ClothInputError, match=r"unknown material preset 'velvet'; choose one of \['cotton', 'denim', "
-                                              r"'jersey_knit', 'leather', 'rubber', 'silk'\]"):
+    with pytest.raises(
+        ClothInputError,
+        match=r"unknown material preset 'velvet'; choose one of \['cotton', 'denim', "
+        r"'jersey_knit', 'leather', 'rubber', 'silk'\]",
+    ):
         preset("velvet")
 
 
@@ -428,8 +501,14 @@ def _hook_cloth(bad_frame, value, **options):
             return a
         return None
 
-    cloth = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(substeps=10), acceleration_hook=hook,
-                  options=ClothOptions(**options))
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        settings=SolverSettings(substeps=10),
+        acceleration_hook=hook,
+        options=ClothOptions(**options),
+    )
     holder["cloth"] = cloth
     return cloth
 
@@ -440,8 +519,11 @@ def test_non_finite_acceleration_raises_naming_the_hook_and_rolls_back_exactly()
         cloth.step()
     x_before, v_before = cloth.positions.copy(), cloth.velocities.copy()
     history_before = len(cloth.history)
-    with pytest.raises(SimulationError, match=r"frame 4: the acceleration hook returned non-finite values in "
-                                              r"substep 6; the frame was rolled back"):
+    with pytest.raises(
+        SimulationError,
+        match=r"frame 4: the acceleration hook returned non-finite values in "
+        r"substep 6; the frame was rolled back",
+    ):
         cloth.step()
     # Bit-exact rollback to the frame start; the frame counter and history are untouched.
     assert np.array_equal(cloth.positions, x_before)

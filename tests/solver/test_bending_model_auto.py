@@ -6,6 +6,7 @@ folds; it assumes a flat rest shape. These tests check the choice against the re
 that the choice does not change the physics of a flat sheet beyond the models' known difference
 at large folds.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,9 @@ def _max_fold(pos, triangles):
     for t, tri in enumerate(triangles):
         for a in range(3):
             by_edge.setdefault(tuple(sorted((tri[a], tri[(a + 1) % 3]))), []).append(t)
-    folds = [math.acos(min(1.0, float(normals[a] @ normals[b]))) for a, b in
-             (ts for ts in by_edge.values() if len(ts) == 2)]
+    folds = [
+        math.acos(min(1.0, float(normals[a] @ normals[b]))) for a, b in (ts for ts in by_edge.values() if len(ts) == 2)
+    ]
     return max(folds)
 
 
@@ -73,10 +75,19 @@ def test_auto_on_a_flat_sheet_springs_back_like_dihedral_bending(material):
     bumped = pos.copy()
     bumped[:, 2] = 0.01 * np.cos(np.pi * pos[:, 0] / length) * np.cos(np.pi * pos[:, 1] / length)
     extent = {}
-    for name, options in (("auto", ClothOptions()), ("dihedral", ClothOptions(bending_model="dihedral")),
-                          ("none", ClothOptions(bending=False))):
-        cloth = Cloth(pos, faces, uvs=uv, material=dataclasses.replace(preset(material), air_drag_per_s=0.0),
-                      options=options, settings=SolverSettings(substeps=20, gravity_m_s2=(0.0, 0.0, 0.0)))
+    for name, options in (
+        ("auto", ClothOptions()),
+        ("dihedral", ClothOptions(bending_model="dihedral")),
+        ("none", ClothOptions(bending=False)),
+    ):
+        cloth = Cloth(
+            pos,
+            faces,
+            uvs=uv,
+            material=dataclasses.replace(preset(material), air_drag_per_s=0.0),
+            options=options,
+            settings=SolverSettings(substeps=20, gravity_m_s2=(0.0, 0.0, 0.0)),
+        )
         if name == "auto":
             assert cloth.bending_model == "isometric"
         cloth.set_positions(bumped)

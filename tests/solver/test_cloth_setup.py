@@ -1,6 +1,7 @@
 """Set-up of a cloth: mass lumping, grain classification, tethers, soft pins, materials and pattern
 rest lengths. Expected values are computed here independently (by hand formulas, scipy) or come
 from the physics the docs state (1/(E t), log-scale slider end points)."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,17 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import Delaunay
 
-from selvedge.solver import (PRESETS, Cloth, ClothInputError, ClothOptions, Material, SolverSettings,
-                             compliance_from_slider, grid_mesh, preset)
+from selvedge.solver import (
+    PRESETS,
+    Cloth,
+    ClothInputError,
+    ClothOptions,
+    Material,
+    SolverSettings,
+    compliance_from_slider,
+    grid_mesh,
+    preset,
+)
 from selvedge.solver.constraints import BIAS, WARP, WEFT
 from selvedge.solver.materials import BEND_COMPLIANCE_RANGE, STRETCH_COMPLIANCE_RANGE
 
@@ -29,8 +39,9 @@ def geodesic(positions, faces, sources) -> np.ndarray:
     e = edges_of(faces)
     w = np.linalg.norm(positions[e[:, 0]] - positions[e[:, 1]], axis=1)
     n = len(positions)
-    return dijkstra(coo_matrix((w, (e[:, 0], e[:, 1])), shape=(n, n)).tocsr(), directed=False,
-                    indices=np.asarray(sources)).T  # (N, P)
+    return dijkstra(
+        coo_matrix((w, (e[:, 0], e[:, 1])), shape=(n, n)).tocsr(), directed=False, indices=np.asarray(sources)
+    ).T  # (N, P)
 
 
 def stretch_params_by_edge(cloth, name):
@@ -61,8 +72,9 @@ def test_lumped_mass_on_an_irregular_curved_mesh():
     pos = np.column_stack([xy, 0.2 * np.sin(3 * xy[:, 0]) * np.cos(2 * xy[:, 1])])  # a curved sheet
     density = 0.23
     cloth = Cloth(pos, faces, material=Material(density_kg_m2=density), options=ClothOptions(tethers=False))
-    area = 0.5 * np.linalg.norm(np.cross(pos[faces[:, 1]] - pos[faces[:, 0]], pos[faces[:, 2]] - pos[faces[:, 0]]),
-                                axis=1)
+    area = 0.5 * np.linalg.norm(
+        np.cross(pos[faces[:, 1]] - pos[faces[:, 0]], pos[faces[:, 2]] - pos[faces[:, 0]]), axis=1
+    )
     expected = np.zeros(len(pos))
     for t, a in zip(faces, area):
         for v in t:
@@ -168,8 +180,12 @@ def test_each_free_vertex_gets_tether_count_tethers_to_its_nearest_pins(geodesic
     pins = np.zeros(n)
     pins[pinned] = 1.0
     scale = 1.07
-    cloth = Cloth(pos, faces, pin_weights=pins,
-                  options=ClothOptions(tether_geodesic=geodesic_mode, tether_count=count, tether_scale=scale))
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        options=ClothOptions(tether_geodesic=geodesic_mode, tether_count=count, tether_scale=scale),
+    )
     pairs, rest = _tethers(cloth)
     if geodesic_mode:
         dist = geodesic(pos, faces, pinned)
@@ -213,8 +229,12 @@ def test_geodesic_tethers_follow_a_curved_surface():
     theta = np.linspace(0.0, math.pi, n_around)
     pos = np.array([[r * math.cos(t), y, r * math.sin(t)] for y in (0.0, 0.05, 0.1) for t in theta])
     idx = np.arange(n_around * n_along).reshape(n_along, n_around)
-    faces = np.concatenate([np.stack([idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()], 1),
-                            np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel(), idx[1:, :-1].ravel()], 1)])
+    faces = np.concatenate(
+        [
+            np.stack([idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()], 1),
+            np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel(), idx[1:, :-1].ravel()], 1),
+        ]
+    )
     pinned = idx[:, 0]
     pins = np.zeros(len(pos))
     pins[pinned] = 1.0
@@ -246,9 +266,14 @@ def test_soft_pin_sags_by_weight_times_goal_compliance(weight):
     faces = np.array([[0, 1, 2]])
     base = 1e-2  # m/N at p = 0.5
     mat = Material(air_drag_per_s=4.0)
-    cloth = Cloth(pos, faces, pin_weights=np.full(3, weight), material=mat,
-                  options=ClothOptions(tethers=False, soft_pin_compliance=base),
-                  settings=SolverSettings(substeps=10, iterations=2))
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=np.full(3, weight),
+        material=mat,
+        options=ClothOptions(tethers=False, soft_pin_compliance=base),
+        settings=SolverSettings(substeps=10, iterations=2),
+    )
     assert cloth.soft_pin_index.tolist() == [0, 1, 2]
     assert (cloth.inv_mass > 0).all()
     for _ in range(120):
@@ -273,8 +298,13 @@ def test_each_soft_pin_follows_its_own_moving_target(mode):
     pins[0] = 1.0
     soft = [63, 20, 7, 56]
     pins[soft] = 0.999
-    cloth = Cloth(pos, faces, pin_weights=pins, material=Material(air_drag_per_s=2.0),
-                  settings=SolverSettings(solve_mode=mode, gravity_m_s2=(0.0, 0.0, 0.0), threads=2))
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        material=Material(air_drag_per_s=2.0),
+        settings=SolverSettings(solve_mode=mode, gravity_m_s2=(0.0, 0.0, 0.0), threads=2),
+    )
     goal_rows = [s for s in cloth.constraint_sets if s.kind == "soft_pin"][0].vertices
     assert goal_rows.tolist() != sorted(soft)  # the case that matters: reordered goals
     worst = 0.0
@@ -305,8 +335,12 @@ def test_presets_exist_and_are_physically_ordered():
     for n, m in mats.items():
         m.validate()
         assert m.name == n
-        for alpha in (m.stretch_compliance_warp, m.stretch_compliance_weft, m.stretch_compliance_bias,
-                      m.shear_compliance):
+        for alpha in (
+            m.stretch_compliance_warp,
+            m.stretch_compliance_weft,
+            m.stretch_compliance_bias,
+            m.shear_compliance,
+        ):
             # Membrane stiffness E t of real fabrics: ~1e2 .. 1e5 N/m.
             assert 1e-5 <= alpha <= 1e-2, (n, alpha)
         assert 1e2 <= m.bend_compliance <= 1e8, (n, m.bend_compliance)  # bending stiffness 1e-8 .. 1e-2 N m
@@ -319,25 +353,42 @@ def test_presets_exist_and_are_physically_ordered():
     rubber = mats["rubber"]
     assert rubber.stretch_compliance_warp == rubber.stretch_compliance_weft == rubber.stretch_compliance_bias
     # Heavier and stiffer in bending from silk to leather; silk is the lightest and drapes most.
-    assert mats["silk"].density_kg_m2 < mats["cotton"].density_kg_m2 < mats["denim"].density_kg_m2 < mats[
-        "leather"].density_kg_m2
-    assert mats["silk"].bend_compliance > mats["cotton"].bend_compliance > mats["denim"].bend_compliance > mats[
-        "leather"].bend_compliance
+    assert (
+        mats["silk"].density_kg_m2
+        < mats["cotton"].density_kg_m2
+        < mats["denim"].density_kg_m2
+        < mats["leather"].density_kg_m2
+    )
+    assert (
+        mats["silk"].bend_compliance
+        > mats["cotton"].bend_compliance
+        > mats["denim"].bend_compliance
+        > mats["leather"].bend_compliance
+    )
     assert mats["denim"].stretch_compliance_warp < mats["cotton"].stretch_compliance_warp
 
 
 def test_preset_compliance_shows_in_a_hanging_strip():
     # A single vertical edge carrying a mass: elongation = alpha F. Check with each preset's warp compliance.
     pos = np.array([[0, 0, 0], [0, 0, -0.1], [0.1, 0, 0]], float)  # triangle; edge 0-1 vertical = warp (no UVs:
-    faces = np.array([[0, 1, 2]])                                    # X is weft, the other axis warp)
+    faces = np.array([[0, 1, 2]])  # X is weft, the other axis warp)
     for name in ("cotton", "jersey_knit"):
         m = preset(name)
         pins = np.array([1.0, 0.0, 1.0])
-        cloth = Cloth(pos, faces, pin_weights=pins, material=Material(
-            density_kg_m2=m.density_kg_m2, stretch_compliance_warp=m.stretch_compliance_warp,
-            stretch_compliance_weft=m.stretch_compliance_weft, stretch_compliance_bias=m.stretch_compliance_bias,
-            air_drag_per_s=5.0), options=ClothOptions(tethers=False, bending=False, shear=False),
-            settings=SolverSettings(substeps=10, iterations=30))
+        cloth = Cloth(
+            pos,
+            faces,
+            pin_weights=pins,
+            material=Material(
+                density_kg_m2=m.density_kg_m2,
+                stretch_compliance_warp=m.stretch_compliance_warp,
+                stretch_compliance_weft=m.stretch_compliance_weft,
+                stretch_compliance_bias=m.stretch_compliance_bias,
+                air_drag_per_s=5.0,
+            ),
+            options=ClothOptions(tethers=False, bending=False, shear=False),
+            settings=SolverSettings(substeps=10, iterations=30),
+        )
         edge01 = int(np.flatnonzero((cloth.topology.edges == [0, 1]).all(axis=1))[0])
         assert cloth.edge_grain[edge01] == WARP
         for _ in range(96):
@@ -365,7 +416,7 @@ def test_slider_is_log_scale_and_monotone():
     values = np.array([compliance_from_slider(s, STRETCH_COMPLIANCE_RANGE) for s in np.linspace(0, 1, 101)])
     assert (np.diff(values) < 0).all()
     ratios = values[1:] / values[:-1]
-    assert np.allclose(ratios, 10 ** -0.06, rtol=1e-9)
+    assert np.allclose(ratios, 10**-0.06, rtol=1e-9)
     bend = np.array([compliance_from_slider(s, BEND_COMPLIANCE_RANGE) for s in np.linspace(0, 1, 11)])
     assert (np.diff(bend) < 0).all() and bend[0] > bend[-1]
     for bad in (-0.01, 1.01):
@@ -375,8 +426,11 @@ def test_slider_is_log_scale_and_monotone():
     cotton = preset("cotton")
     firm = cotton.with_stiffness(stretch_01=0.5)
     assert math.isclose(firm.stretch_compliance_warp, 1e-5, rel_tol=1e-12)
-    assert math.isclose(firm.stretch_compliance_bias / firm.stretch_compliance_warp,
-                        cotton.stretch_compliance_bias / cotton.stretch_compliance_warp, rel_tol=1e-12)
+    assert math.isclose(
+        firm.stretch_compliance_bias / firm.stretch_compliance_warp,
+        cotton.stretch_compliance_bias / cotton.stretch_compliance_warp,
+        rel_tol=1e-12,
+    )
 
 
 def test_material_from_youngs_modulus():
@@ -398,9 +452,14 @@ def test_pattern_rest_lengths_shrink_a_stretched_model_back_to_pattern_size():
     pattern = 0.4  # m: UVs 0..1 scaled by uv_scale_m
     pos, faces, uv = grid_mesh(7, 7, pattern, pattern, plane="xy")
     modelled = pos * [1.3, 1.2, 1.0]  # modelled 30 % / 20 % too large in 3D
-    cloth = Cloth(modelled, faces, uvs=uv, material=Material(air_drag_per_s=4.0),
-                  options=ClothOptions(rest_length_source="pattern", uv_scale_m=pattern, tethers=False),
-                  settings=SolverSettings(substeps=10, iterations=10, gravity_m_s2=(0.0, 0.0, 0.0)))
+    cloth = Cloth(
+        modelled,
+        faces,
+        uvs=uv,
+        material=Material(air_drag_per_s=4.0),
+        options=ClothOptions(rest_length_source="pattern", uv_scale_m=pattern, tethers=False),
+        settings=SolverSettings(substeps=10, iterations=10, gravity_m_s2=(0.0, 0.0, 0.0)),
+    )
     # Mass follows the pattern's area, not the stretched model's.
     assert math.isclose(cloth.mass.sum(), 0.15 * pattern**2, rel_tol=1e-12)
     rest = stretch_params_by_edge(cloth, "rest_length")

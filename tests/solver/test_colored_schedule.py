@@ -5,6 +5,7 @@ the serial order on its own thread, then runs the constraints that cross a cut. 
 that schedule against an independent reading of the mesh (vertex sets per block), its
 reproducibility, and that it converges like the serial sweep it is built from.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def test_blocks_share_no_writable_vertex_and_keep_the_serial_sweep_order(blocks)
         for a in range(blocks):
             for b in range(a + 1, blocks):
                 assert not touched[a] & touched[b]
-        crossing = rows[offsets[blocks]:]
+        crossing = rows[offsets[blocks] :]
         for r in crossing:  # the last segment holds only constraints that really cross a cut
             assert len(set(part[r[writable[r]]].tolist())) >= 2
         crossing_total += crossing.shape[0]
@@ -68,16 +69,21 @@ def _renumbered_grid(nx, ny, numbering):
     """A flat nx x ny grid (row-major from grid_mesh) with its vertices renumbered; returns
     (positions, edges as vertex pairs)."""
     pos, faces, _ = grid_mesh(nx, ny, 1.0, ny / nx)
-    perm = {"row-major": np.arange(nx * ny), "column-major": np.arange(nx * ny).reshape(ny, nx).T.ravel(),
-            "shuffled": np.random.default_rng(3).permutation(nx * ny)}[numbering]
+    perm = {
+        "row-major": np.arange(nx * ny),
+        "column-major": np.arange(nx * ny).reshape(ny, nx).T.ravel(),
+        "shuffled": np.random.default_rng(3).permutation(nx * ny),
+    }[numbering]
     new_index = np.argsort(perm)
     tri = new_index[np.asarray(faces)]
     edges = np.unique(np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1), axis=0)
     return pos[perm], edges
 
 
-@pytest.mark.parametrize("nx, ny, numbering", [(32, 32, "row-major"), (32, 32, "column-major"), (64, 32, "row-major"),
-                                               (32, 64, "column-major")])
+@pytest.mark.parametrize(
+    "nx, ny, numbering",
+    [(32, 32, "row-major"), (32, 32, "column-major"), (64, 32, "row-major"), (32, 64, "column-major")],
+)
 def test_two_parts_are_runs_of_memory_where_a_straight_cut_allows(nx, ny, numbering):
     """Two threads writing neighbouring vertices share cache lines, so the cut follows memory:
     a grid numbered row by row is cut between two rows whatever its longer side (a cut across

@@ -6,16 +6,16 @@ vertex j by w_j grad_j C dlambda, hence grad_j C = dx_j / (w_j dlambda). That gr
 compared with central differences of C written out independently here, and dlambda with
 -C / sum_j w_j |grad_j C|^2 (XPBD eq. 18 with alpha~ = 0) built from the finite differences.
 """
+
 import math
 
+import kernel_calls as kc
 import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, ClothOptions, grid_mesh
 from selvedge.solver import constraints as cs
 from selvedge.solver import kernels as kn
-
-import kernel_calls as kc
 
 SEEDS = (0, 1, 2, 3, 4)
 EPS = 1e-6  # central difference step, m: truncation ~EPS^2 = 1e-12, round-off ~1e-16/EPS = 1e-10
@@ -47,8 +47,9 @@ def _cloth_with_every_distance_set():
     pos, faces, uv = grid_mesh(5, 5, 1.0, 1.0)
     pins = np.zeros(25)
     pins[[20, 24]] = 1.0
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins,
-                  options=ClothOptions(bending_model="cross_edge", tethers=True, shear=True))
+    cloth = Cloth(
+        pos, faces, uvs=uv, pin_weights=pins, options=ClothOptions(bending_model="cross_edge", tethers=True, shear=True)
+    )
     sets = {c.name: c for c in cloth.constraint_sets}
     assert {"stretch", "shear", "bend", "tether"} <= set(sets)
     assert all(sets[k].kind == "distance" and sets[k].count > 0 for k in ("stretch", "shear", "bend", "tether"))
@@ -75,9 +76,18 @@ def test_distance_constraint_gradients_match_finite_differences(seed):
 
             fd = central_difference(C, x)
             after, lam = x.copy(), np.zeros(1)
-            kc.distance_serial(after, x.copy(), w, c.vertices[k:k + 1].copy(),
-                                     c.params["rest_length"][k:k + 1].copy(), np.zeros(1), np.zeros(1), c.unilateral,
-                                     H, lam)
+            kc.distance_serial(
+                after,
+                x.copy(),
+                w,
+                c.vertices[k : k + 1].copy(),
+                c.params["rest_length"][k : k + 1].copy(),
+                np.zeros(1),
+                np.zeros(1),
+                c.unilateral,
+                H,
+                lam,
+            )
             g = implied_gradient(x, after, w, (i, j), lam[0])
             np.testing.assert_allclose(g, fd[[i, j]], atol=FD_TOL)
             others = np.setdiff1d(np.arange(n), [i, j])
@@ -154,8 +164,18 @@ def test_dihedral_projection_uses_the_dihedral_gradient():
         rest_angle = theta + rng.uniform(-0.3, 0.3)
         w = rng.uniform(0.5, 2.0, size=4)
         y, lam = p.copy(), np.zeros(1)
-        kc.dihedral_serial(y, p.copy(), w, np.array([[0, 1, 2, 3]], np.int32), np.cos([rest_angle]),
-                                      np.sin([rest_angle]), np.zeros(1), np.zeros(1), H, lam)
+        kc.dihedral_serial(
+            y,
+            p.copy(),
+            w,
+            np.array([[0, 1, 2, 3]], np.int32),
+            np.cos([rest_angle]),
+            np.sin([rest_angle]),
+            np.zeros(1),
+            np.zeros(1),
+            H,
+            lam,
+        )
         K = np.sum(w[:, None] * grad**2)
         assert lam[0] == pytest.approx(-(theta - rest_angle) / K, rel=1e-12)
         np.testing.assert_allclose(implied_gradient(p, y, w, range(4), lam[0]), grad, atol=1e-9)
@@ -188,8 +208,18 @@ def test_dihedral_is_robust_at_flat_and_rejects_degenerate_wings():
         theta, ok, grad = dihedral(p)
         assert not ok and theta == 0.0
         y = p.copy()
-        kc.dihedral_serial(y, p.copy(), np.ones(4), np.array([[0, 1, 2, 3]], np.int32), np.cos([0.5]),
-                                      np.sin([0.5]), np.zeros(1), np.zeros(1), H, np.zeros(1))
+        kc.dihedral_serial(
+            y,
+            p.copy(),
+            np.ones(4),
+            np.array([[0, 1, 2, 3]], np.int32),
+            np.cos([0.5]),
+            np.sin([0.5]),
+            np.zeros(1),
+            np.zeros(1),
+            H,
+            np.zeros(1),
+        )
         assert np.all(y == p)  # skipped, no NaN written
     p = flat.copy()
     p[3] = p[2]
@@ -273,8 +303,9 @@ def test_isometric_projection_gradient_is_the_stencil():
             expected[:, d] = s
             np.testing.assert_allclose(fd, expected, atol=FD_TOL * np.abs(s).max())
         y, lam = x.copy(), np.zeros((1, 3))
-        kc.isometric_serial(y, x.copy(), w, np.array([[0, 1, 2, 3]], np.int32), s[None, :].copy(),
-                                       np.zeros(1), np.zeros(1), H, lam)
+        kc.isometric_serial(
+            y, x.copy(), w, np.array([[0, 1, 2, 3]], np.int32), s[None, :].copy(), np.zeros(1), np.zeros(1), H, lam
+        )
         C = s @ x
         np.testing.assert_allclose(lam[0], -C / np.sum(w * s * s), rtol=1e-12)
         np.testing.assert_allclose(y - x, np.outer(w * s, lam[0]), atol=1e-14)
@@ -327,8 +358,7 @@ def test_single_distance_projection_is_mass_weighted_along_the_edge(seed):
     verts = np.array([[0, 1]], np.int32)
     for alpha, beta in ((0.0, 0.0), (1e-4, 0.0), (1e-4, 2e-3)):
         y, lam = x.copy(), np.zeros(1)
-        kc.distance_serial(y, x_start, w, verts, np.array([rest]), np.array([alpha]), np.array([beta]), False,
-                                 H, lam)
+        kc.distance_serial(y, x_start, w, verts, np.array([rest]), np.array([alpha]), np.array([beta]), False, H, lam)
         alpha_tilde, gamma = alpha / H**2, beta / H
         rel = np.dot(n, (x[0] - x_start[0]) - (x[1] - x_start[1]))
         # XPBD eq. 18 / damped eq. 26 with lambda = 0 at the start, written out by hand.
@@ -392,7 +422,7 @@ def test_isometric_diagnostics_match_a_direct_evaluation():
     c_abs, residual = np.zeros(bend.count), np.zeros(bend.count)
     isometric_errors(x, bend.vertices, bend.params["stencil"], bend.params["compliance"], h, lam, c_abs, residual)
     c_vec = np.einsum("ka,kad->kd", bend.params["stencil"], x[bend.vertices])
-    alpha_tilde = bend.params["compliance"][:, None] / h ** 2
+    alpha_tilde = bend.params["compliance"][:, None] / h**2
     assert np.allclose(c_abs, np.linalg.norm(c_vec, axis=1), rtol=1e-12, atol=1e-15)
     assert np.allclose(residual, np.linalg.norm(c_vec + alpha_tilde * lam, axis=1), rtol=1e-12, atol=1e-15)
     assert c_abs.max() > 1e-3  # a folded state: the check is not about zeros

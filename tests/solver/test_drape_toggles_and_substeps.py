@@ -4,6 +4,7 @@ A 1 m square (11 x 11 vertices) starts flat and horizontal, pinned hard at the t
 one edge, and falls into a hanging drape. Shear angles, dihedral angles and edge strains are
 measured here from the positions (independently of the solver's own diagnostics).
 """
+
 import numpy as np
 import pytest
 
@@ -48,15 +49,27 @@ def mean_abs_dihedral_deg(cloth: Cloth, x: np.ndarray) -> float:
 
 # Stiff along the threads, very soft on the bias (the triangulation diagonals), a moderately stiff
 # shear diagonal and a noticeable bending stiffness: each toggle then has a visible job.
-SOFT_BIAS = Material(stretch_compliance_warp=1e-5, stretch_compliance_weft=1e-5, stretch_compliance_bias=1e-1,
-                     shear_compliance=1e-3, bend_compliance=1e2)
+SOFT_BIAS = Material(
+    stretch_compliance_warp=1e-5,
+    stretch_compliance_weft=1e-5,
+    stretch_compliance_bias=1e-1,
+    shear_compliance=1e-3,
+    bend_compliance=1e2,
+)
 
 
 def _drape(options: ClothOptions):
     """Shear and dihedral angles averaged over the second half of a 3 s fall-and-hang."""
     pos, faces, uv, pins = _grid()
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=SOFT_BIAS, options=options,
-                  settings=SolverSettings(substeps=10, iterations=1, fps=FPS))
+    cloth = Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        material=SOFT_BIAS,
+        options=options,
+        settings=SolverSettings(substeps=10, iterations=1, fps=FPS),
+    )
     frames = int(SECONDS * FPS)
     shear, fold = [], []
     for f in range(frames):
@@ -70,9 +83,13 @@ def _drape(options: ClothOptions):
 
 
 def test_m4_shear_and_bending_toggles_change_the_drape():
-    shear_on, fold_on = _drape(ClothOptions())
-    shear_off, _ = _drape(ClothOptions(shear=False))
-    _, fold_off = _drape(ClothOptions(bending=False))
+    # The XPBD shear and bending constraints' own effect, so without the hierarchical stretch limit:
+    # with it, the coarse links near the threads cap this 10^4-times-softer bias (see
+    # docs/design/stiff_fabric.md), and the sheet shears and sags less.
+    plain = dict(stretch_limiting=False)
+    shear_on, fold_on = _drape(ClothOptions(**plain))
+    shear_off, _ = _drape(ClothOptions(shear=False, **plain))
+    _, fold_off = _drape(ClothOptions(bending=False, **plain))
     # A flat square grid has 0 deg shear and 0 deg folds: both numbers start at zero.
     # Measured: shear 0.87 deg with shear constraints, 2.36 deg without (the cells are pulled into
     # rhombi); folds 1.2 deg with bending, 4.2 deg without (the sheet creases like plastic film).
@@ -89,9 +106,17 @@ def test_m4_shear_and_bending_toggles_change_the_drape():
 def _hang_strain(substeps: int, iterations: int) -> float:
     """Mean over the last second of the frame's maximum edge strain; checks the diagnostic too."""
     pos, faces, uv, pins = _grid()
-    # Tethers off: the budget alone must hold the stretch (tethers would hide the comparison).
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, material=Material(), options=ClothOptions(tethers=False),
-                  settings=SolverSettings(substeps=substeps, iterations=iterations, fps=FPS))
+    # Tethers and the hierarchical stretch limit off: the budget alone must hold the stretch (either
+    # would hide the comparison; with the limit on, 16x1 gives 1.3 % and 1x16 2.2 %).
+    cloth = Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        material=Material(),
+        options=ClothOptions(tethers=False, stretch_limiting=False),
+        settings=SolverSettings(substeps=substeps, iterations=iterations, fps=FPS),
+    )
     edges = cloth.topology.edges
     rest_len = np.linalg.norm(pos[edges[:, 0]] - pos[edges[:, 1]], axis=1)
     strains = []

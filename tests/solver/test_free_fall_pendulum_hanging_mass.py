@@ -4,19 +4,19 @@ Every expected value below comes from an analytic formula (semi-implicit Euler s
 pendulum period, the static spring equilibrium, the fixed point of a truncated Gauss-Seidel
 solve) computed in this file, never from the solver itself.
 """
+
 import math
 
+import kernel_calls as kc
 import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, ClothOptions, Material, SolverSettings
 from selvedge.solver import kernels as kn
 
-import kernel_calls as kc
-
 G = 9.81
 FPS = 24
-BARE = ClothOptions(bending=False, shear=False, tethers=False)
+BARE = ClothOptions(bending=False, shear=False, tethers=False, stretch_limiting=False)  # plain XPBD
 
 
 # ----------------------------------------------------------------------------------------------
@@ -25,8 +25,13 @@ BARE = ClothOptions(bending=False, shear=False, tethers=False)
 def _free_fall_z(substeps: int, seconds: float = 1.0) -> float:
     """A free rigid triangle (no pins, no drag) after ``seconds``; z of vertex 0 (starts at 0)."""
     tri = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.1, 0.0]])
-    cloth = Cloth(tri, np.array([[0, 1, 2]]), material=Material(air_drag_per_s=0.0), options=BARE,
-                  settings=SolverSettings(substeps=substeps, fps=FPS))
+    cloth = Cloth(
+        tri,
+        np.array([[0, 1, 2]]),
+        material=Material(air_drag_per_s=0.0),
+        options=BARE,
+        settings=SolverSettings(substeps=substeps, fps=FPS),
+    )
     for _ in range(int(round(seconds * FPS))):
         diag = cloth.step()
     # All three vertices accelerate alike, so the stretch constraints are never violated.
@@ -65,12 +70,24 @@ THETA0 = 0.05  # rad, small-angle release
 
 def _pendulum(substeps: int, seconds: float = 7.0):
     """Needle triangle: two hard pins on the x axis 1 mm apart, the bob 1 m away, swinging in y-z."""
-    verts = np.array([[-HALF_BASE, 0.0, 0.0], [HALF_BASE, 0.0, 0.0],
-                      [0.0, ARM * math.sin(THETA0), -ARM * math.cos(THETA0)]])
-    rigid = Material(air_drag_per_s=0.0, stretch_compliance_warp=0.0, stretch_compliance_weft=0.0,
-                     stretch_compliance_bias=0.0, stretch_damping_s=0.0)
-    cloth = Cloth(verts, np.array([[0, 1, 2]]), material=rigid, options=BARE, pin_weights=np.array([1.0, 1.0, 0.0]),
-                  settings=SolverSettings(substeps=substeps, iterations=1, fps=FPS))
+    verts = np.array(
+        [[-HALF_BASE, 0.0, 0.0], [HALF_BASE, 0.0, 0.0], [0.0, ARM * math.sin(THETA0), -ARM * math.cos(THETA0)]]
+    )
+    rigid = Material(
+        air_drag_per_s=0.0,
+        stretch_compliance_warp=0.0,
+        stretch_compliance_weft=0.0,
+        stretch_compliance_bias=0.0,
+        stretch_damping_s=0.0,
+    )
+    cloth = Cloth(
+        verts,
+        np.array([[0, 1, 2]]),
+        material=rigid,
+        options=BARE,
+        pin_weights=np.array([1.0, 1.0, 0.0]),
+        settings=SolverSettings(substeps=substeps, iterations=1, fps=FPS),
+    )
     ys = [cloth.positions[2, 1]]
     lengths = []
     for _ in range(int(seconds * FPS)):
@@ -128,8 +145,9 @@ def test_m2_single_distance_constraint_keeps_length_every_substep():
     worst = 0.0
     swing = []
     for _ in range(480):
-        kn.predict_positions(x, v, w, grav, no_extra, 0.0, np.zeros(3), no_kin, np.zeros((0, 3)), np.zeros((0, 3)),
-                             1.0, h, x0)
+        kn.predict_positions(
+            x, v, w, grav, no_extra, 0.0, np.zeros(3), no_kin, np.zeros((0, 3)), np.zeros((0, 3)), 1.0, h, x0
+        )
         lam[:] = 0.0
         kc.distance_serial(x, x0, w, edge, rest, zero, zero, False, h, lam)
         kn.update_velocities(x, x0, h, v)
@@ -231,7 +249,7 @@ def test_m3_static_elongation_is_alpha_m_g_and_iteration_independent():
     # relative error about -h^2 / (4 alpha m) = -0.43 %.
     d1, _ = _hanging_mass("correct", 1)
     assert d1 == pytest.approx(_truncated_gs_fixed_point(1), rel=1e-4)
-    assert d1 / target - 1.0 == pytest.approx(-H**2 / (4 * ALPHA * MASS), rel=0.05)
+    assert d1 / target - 1.0 == pytest.approx(-(H**2) / (4 * ALPHA * MASS), rel=0.05)
 
 
 def test_m3_lambda_reset_every_iteration_is_caught():
@@ -268,14 +286,24 @@ def test_m3_product_cloth_matches_alpha_m_g(drag):
     """
     area = HALF_BASE * ARM  # base 2a, height L
     density = 3.0 * MASS / area  # the bob gets a third of the triangle's mass: 1 kg
-    material = Material(density_kg_m2=density, stretch_compliance_warp=EDGE_COMPLIANCE,
-                        stretch_compliance_weft=EDGE_COMPLIANCE, stretch_compliance_bias=EDGE_COMPLIANCE,
-                        stretch_damping_s=0.0 if drag else 2e-2, air_drag_per_s=drag)
+    material = Material(
+        density_kg_m2=density,
+        stretch_compliance_warp=EDGE_COMPLIANCE,
+        stretch_compliance_weft=EDGE_COMPLIANCE,
+        stretch_compliance_bias=EDGE_COMPLIANCE,
+        stretch_damping_s=0.0 if drag else 2e-2,
+        air_drag_per_s=drag,
+    )
     drops = []
     for iterations in (5, 50):
-        cloth = Cloth(NEEDLE, np.array([[0, 1, 2]]), material=material, options=BARE,
-                      pin_weights=np.array([1.0, 1.0, 0.0]),
-                      settings=SolverSettings(substeps=SUBSTEPS, iterations=iterations, fps=FPS))
+        cloth = Cloth(
+            NEEDLE,
+            np.array([[0, 1, 2]]),
+            material=material,
+            options=BARE,
+            pin_weights=np.array([1.0, 1.0, 0.0]),
+            settings=SolverSettings(substeps=SUBSTEPS, iterations=iterations, fps=FPS),
+        )
         assert cloth.mass[2] == pytest.approx(MASS, rel=1e-12)
         for _ in range(3 * FPS):
             cloth.step()

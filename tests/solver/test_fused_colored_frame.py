@@ -3,6 +3,7 @@
 Both run the same kernel bodies in the same order, so they must agree to the bit, whatever the
 team of threads that turns up; and the team's atomics must count every claim exactly once.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,7 +18,6 @@ from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh
 from selvedge.solver._team import FUSED_SUPPORTED, atomic_add
 from selvedge.solver.collisions import Colliders, Plane
 from selvedge.solver.fused import run_colored_frame
-
 
 
 @njit(parallel=True)
@@ -51,8 +51,14 @@ def _sheet(n=20, **options):
 
 def _run(fused, bending, iterations, frames=15, threads=2, monkeypatch=None, team=None):
     pos, faces, uv, pins = _sheet()
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, options=ClothOptions(bending_model=bending),
-                  settings=SolverSettings(solve_mode="colored", threads=threads, substeps=6, iterations=iterations))
+    cloth = Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        options=ClothOptions(bending_model=bending, stretch_limiting=False),
+        settings=SolverSettings(solve_mode="colored", threads=threads, substeps=6, iterations=iterations),
+    )
     cloth.fused_frames = fused
     if team is not None:
         monkeypatch.setattr(cloth_module, "run_colored_frame", functools.partial(run_colored_frame, n_threads=team))
@@ -95,10 +101,23 @@ def test_fused_phase_timings_cover_the_frame():
 
 def test_hooks_and_contacts_take_the_per_phase_path():
     pos, faces, _, pins = _sheet()
-    cloth = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=2))
+    # without the hierarchical stretch limit: with it every coloured frame takes the per-phase path
+    cloth = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        options=ClothOptions(stretch_limiting=False),
+        settings=SolverSettings(solve_mode="colored", threads=2),
+    )
     assert (cloth._fused_schedule() is not None) == FUSED_SUPPORTED
     cloth.acceleration_hook = lambda x, v, h, t: None  # Python between the phases
     assert cloth._fused_schedule() is None
-    grounded = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=2),
-                     contact_handler=Colliders([Plane(position=(0.0, 0.0, -1.0))]))
+    grounded = Cloth(
+        pos,
+        faces,
+        pin_weights=pins,
+        options=ClothOptions(stretch_limiting=False),
+        settings=SolverSettings(solve_mode="colored", threads=2),
+        contact_handler=Colliders([Plane(position=(0.0, 0.0, -1.0))]),
+    )
     assert grounded._fused_schedule() is None

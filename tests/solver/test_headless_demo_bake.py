@@ -1,4 +1,5 @@
 """The headless demo (scripts/demo_bake.py): its cache and sidecar agree with the scene it describes."""
+
 import importlib.util
 import json
 import struct
@@ -20,8 +21,10 @@ def load_demo():
 
 def test_demo_writes_a_cache_matching_the_scene(tmp_path, capsys):
     n, frames = 8, 6
-    assert load_demo().main(["--frames", str(frames), "--resolution", str(n), "--out", str(tmp_path),
-                             "--substeps", "4"]) == 0
+    assert (
+        load_demo().main(["--frames", str(frames), "--resolution", str(n), "--out", str(tmp_path), "--substeps", "4"])
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["frames"], summary["vertices"]) == (frames, n * n)
     assert summary["pc2"] == str(tmp_path / "cloth.pc2") and summary["sidecar"] == str(tmp_path / "cloth.json")

@@ -4,6 +4,7 @@ A second process loads every kernel from the cache (a farm bake, a Blender sessi
 first): Numba has had bugs that only show there (a cached serial function calling a parallel
 one crashed once loaded, numba/numba#8578), which no test in one process can see.
 """
+
 import os
 import subprocess
 import sys
@@ -75,15 +76,16 @@ def test_a_second_process_loads_every_kernel_from_the_cache_and_gets_the_same_cl
     results, listings = [], []
     for run in range(2):
         out = tmp_path / f"positions{run}.npy"
-        proc = subprocess.run([sys.executable, str(script), str(out), "colored"], env=env, capture_output=True,
-                              text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, str(script), str(out), "colored"], env=env, capture_output=True, text=True, timeout=900
+        )
         assert proc.returncode == 0, f"run {run} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
         results.append(np.load(out))
         listings.append(_cache_files(cache))
     assert len(listings[0]) > 20  # the collision and solver kernels were cached
     assert listings[1] == listings[0]  # nothing recompiled in the second process
     assert np.array_equal(results[0], results[1])
-    cloth = results[1][:16 * 16 * 3].reshape(-1, 3)
+    cloth = results[1][: 16 * 16 * 3].reshape(-1, 3)
     assert np.isfinite(cloth).all() and cloth[:, 2].min() < 0.3  # it fell onto the ball
     assert results[1].size > cloth.size + 8 * 400  # the query's lists overflowed their first buffers
 

@@ -5,6 +5,7 @@ b"POINTCACHE2\\0", int32 version 1, int32 numPoints, float32 startFrame, float32
 int32 numSamples, then float32 x, y, z per point per sample, all little-endian. The expected
 bytes below are built with ``struct`` from that description, not with the module under test.
 """
+
 import json
 import math
 import os
@@ -14,8 +15,15 @@ import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
-from selvedge.solver.io_pc2 import (CacheError, PC2Writer, read_pc2, read_pc2_header, read_sidecar, write_pc2,
-                                    write_sidecar)
+from selvedge.solver.io_pc2 import (
+    CacheError,
+    PC2Writer,
+    read_pc2,
+    read_pc2_header,
+    read_sidecar,
+    write_pc2,
+    write_sidecar,
+)
 
 
 def spec_bytes(frames, start_frame, sample_rate):
@@ -109,11 +117,10 @@ def test_exception_mid_stream_keeps_previous_cache_byte_identical(tmp_path, fram
     target = tmp_path / "cloth.pc2"
     write_pc2(target, frames[:2])
     before = target.read_bytes()
-    with pytest.raises(RuntimeError, match="solver blew up"):
-        with PC2Writer(target, num_points=17) as cache:
-            cache.write_frame(frames[2])
-            cache.write_frame(frames[3])
-            raise RuntimeError("solver blew up")
+    with pytest.raises(RuntimeError, match="solver blew up"), PC2Writer(target, num_points=17) as cache:
+        cache.write_frame(frames[2])
+        cache.write_frame(frames[3])
+        raise RuntimeError("solver blew up")
     assert target.read_bytes() == before
     assert leftovers(tmp_path, {"cloth.pc2"}) == []
 
@@ -178,9 +185,8 @@ def test_empty_stream_does_not_replace_the_cache(tmp_path, frames):
     target = tmp_path / "cloth.pc2"
     write_pc2(target, frames[:1])
     before = target.read_bytes()
-    with pytest.raises(CacheError, match="no frames"):
-        with PC2Writer(target, num_points=17):
-            pass
+    with pytest.raises(CacheError, match="no frames"), PC2Writer(target, num_points=17):
+        pass
     assert target.read_bytes() == before
     assert leftovers(tmp_path, {"cloth.pc2"}) == []
 
@@ -205,9 +211,12 @@ def test_sidecar_round_trip_with_diagnostics(tmp_path):
     pins[[20, 24]] = 1.0
     cloth = Cloth(pos, faces, pin_weights=pins, uvs=uv, settings=SolverSettings(substeps=2))
     diags = [cloth.step() for _ in range(2)]
-    path = write_sidecar(tmp_path / "cloth.json", {"substeps": 2, "fps": 24.0, "pins": np.array([20, 24]),
-                                                   "solver": cloth.settings, "count": np.int64(3)},
-                         diags, extra={"cache": "cloth.pc2"})
+    path = write_sidecar(
+        tmp_path / "cloth.json",
+        {"substeps": 2, "fps": 24.0, "pins": np.array([20, 24]), "solver": cloth.settings, "count": np.int64(3)},
+        diags,
+        extra={"cache": "cloth.pc2"},
+    )
     doc = json.loads(path.read_text())
     assert doc == read_sidecar(path)
     assert doc["format"] == "selvedge-bake" and doc["version"] == 1 and doc["non_finite_values"] == 0
@@ -222,8 +231,11 @@ def test_sidecar_round_trip_with_diagnostics(tmp_path):
 
 
 def test_sidecar_is_strict_json_with_nan_as_null(tmp_path):
-    target = write_sidecar(tmp_path / "cloth.json", {"a": float("nan"), "b": [1.0, float("inf")]},
-                           [{"frame": 1, "strain_max": float("-inf")}])
+    target = write_sidecar(
+        tmp_path / "cloth.json",
+        {"a": float("nan"), "b": [1.0, float("inf")]},
+        [{"frame": 1, "strain_max": float("-inf")}],
+    )
     text = target.read_text()
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))

@@ -1,4 +1,5 @@
 """solver._intrinsics.sqrt: the same bits as math.sqrt, as an instruction instead of a library call."""
+
 import math
 
 import numpy as np
@@ -28,11 +29,13 @@ def _distance_libm(a, b, out):
 
 def test_sqrt_matches_math_sqrt_to_the_bit():
     rng = np.random.default_rng(3)
-    values = np.concatenate([
-        10.0 ** rng.uniform(-300, 300, 20000),  # every exponent range
-        rng.uniform(0.0, 1.0, 20000),
-        np.array([0.0, -0.0, 5e-324, 2.2e-308, 1.0, 2.0, 4.0, np.inf, -np.inf, np.nan, -1.0, -1e-300]),
-    ])
+    values = np.concatenate(
+        [
+            10.0 ** rng.uniform(-300, 300, 20000),  # every exponent range
+            rng.uniform(0.0, 1.0, 20000),
+            np.array([0.0, -0.0, 5e-324, 2.2e-308, 1.0, 2.0, 4.0, np.inf, -np.inf, np.nan, -1.0, -1e-300]),
+        ]
+    )
     ours, libm = np.empty_like(values), np.empty_like(values)
     _both(values, ours, libm)
     assert np.array_equal(ours.view(np.int64)[np.isfinite(libm)], libm.view(np.int64)[np.isfinite(libm)])

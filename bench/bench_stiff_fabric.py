@@ -1,0 +1,193 @@
+"""Stiff fabric: edge strain against solver cost for the convergence methods, in one process.
+
+Scene (the one of ``bench_vs_blender_cloth.py``, solver only): a horizontal 1 m cotton sheet,
+``--grid`` vertices a side, pinned at the two corners of one edge, falling for ``--frames``
+frames at 24 fps. Every variant runs the same scene; the variants run interleaved ``--repeat``
+times and the line reports the median CPU time of the solve per frame (``time.thread_time``
+around ``Cloth.step``: the machine is shared, so wall time says little; compare the ratios).
+
+Strain is every mesh edge's (L - L0) / L0 after each frame: ``strain_p95`` is the worst frame's
+95th percentile, ``strain_max_outside_pin_rings`` the largest strain of an edge with both ends
+more than two edges away from a pin (a point pin's strain is singular on any mesh),
+``strain_max`` the raw maximum, ``compression_p95`` the worst frame's 95th percentile of -strain.
+
+One JSON line per variant, then one ``"case": "presets"`` line per preset at the defaults.
+
+    .venv/bin/python bench/bench_stiff_fabric.py                     # 64 x 64, all variants
+    .venv/bin/python bench/bench_stiff_fabric.py --grid 128 --frames 60 --variants defaults old_defaults
+    .venv/bin/python bench/bench_stiff_fabric.py --write-docs        # and the table into docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "devtools"))
+from selvedge_import import import_selvedge
+
+import_selvedge()
+from selvedge import solver
+from selvedge.solver import constraints
+
+#: variant -> (what it is, ClothOptions overrides, SolverSettings overrides)
+VARIANTS = {
+    "defaults": ("Selvedge defaults (hierarchical stretch limit, tethers)", {}, {}),
+    "old_defaults": (
+        "previous defaults: 20 x 1, tethers, no stretch limit",
+        dict(stretch_limiting=False),
+        dict(substeps=20),
+    ),
+    "no_tethers": ("defaults without tethers", dict(tethers=False), {}),
+    "limit_20x1": ("stretch limit at 20 x 1", {}, dict(substeps=20)),
+    "plain_20x1": (
+        "20 x 1, no tethers, no stretch limit",
+        dict(stretch_limiting=False, tethers=False),
+        dict(substeps=20),
+    ),
+    "plain_80x1": ("80 x 1, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=80)),
+    "plain_20x4": ("20 x 4, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=20, iterations=4)),
+    "no_levels_10x1": ("10 x 1 with 0 coarse levels (tethers, no stretch limit)", dict(stretch_limit_levels=0), {}),
+}
+
+
+def sheet(n: int, size: float = 1.0):
+    pos, faces, uv = solver.grid_mesh(n, n, size, size, origin=(-size / 2, -size / 2, 1.0))
+    pins = np.zeros(len(pos))
+    pins[[int(np.argmin(pos[:, 0] - pos[:, 1])), int(np.argmax(pos[:, 0] + pos[:, 1]))]] = 1.0
+    return pos, faces, uv, pins
+
+
+def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -> dict:
+    pos, faces, uv, pins = sheet(n)
+    cloth = solver.Cloth(
+        pos,
+        faces,
+        uvs=uv,
+        pin_weights=pins,
+        material=solver.preset(material),
+        options=solver.ClothOptions(**options),
+        settings=solver.SolverSettings(**settings),
+    )
+    edges = cloth.topology.edges
+    hops = constraints.hops_to_pins(len(pos), edges, cloth.kinematic_index)
+    outside = np.minimum(hops[edges[:, 0]], hops[edges[:, 1]]) > 2
+    cpu = []
+    p95 = raw_max = far_max = comp95 = 0.0
+    for _ in range(frames - 1):
+        t0 = time.thread_time()
+        cloth.step()
+        cpu.append(time.thread_time() - t0)
+        s = cloth.edge_strain()
+        p95 = max(p95, float(np.percentile(s, 95)))
+        comp95 = max(comp95, float(np.percentile(-s, 95)))
+        raw_max = max(raw_max, float(s.max()))
+        far_max = max(far_max, float(s[outside].max()))
+    st = cloth.settings
+    return {
+        "vertices": len(pos),
+        "substeps": st.substeps,
+        "iterations": st.iterations,
+        "cpu_ms_per_frame": 1e3 * statistics.median(cpu),
+        "strain_p95": p95,
+        "strain_max_outside_pin_rings": far_max,
+        "strain_max": raw_max,
+        "compression_p95": comp95,
+        "stretch_limit": cloth.material.stretch_limit if cloth.hierarchy is not None else None,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", type=int, default=64)
+    parser.add_argument("--frames", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved runs of every variant (median CPU time)")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--no-presets", action="store_true", help="skip the per-preset lines")
+    parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
+    args = parser.parse_args(argv)
+
+    run(8, 3, {}, {})  # compile / load every kernel first
+    results: dict[str, list[dict]] = {v: [] for v in args.variants}
+    for _ in range(args.repeat):
+        for name in args.variants:
+            results[name].append(run(args.grid, args.frames, VARIANTS[name][1], VARIANTS[name][2]))
+    base = statistics.median(r["cpu_ms_per_frame"] for r in results.get("old_defaults", results[args.variants[0]]))
+    rows = []
+    for name in args.variants:
+        r = dict(results[name][-1])
+        r["cpu_ms_per_frame"] = statistics.median(x["cpu_ms_per_frame"] for x in results[name])
+        line = {
+            "case": "variant",
+            "variant": name,
+            "grid": args.grid,
+            "frames": args.frames,
+            **r,
+            "cost_vs_first": r["cpu_ms_per_frame"] / base,
+        }
+        print(json.dumps(line), flush=True)
+        rows.append(
+            [
+                VARIANTS[name][0],
+                f"{r['substeps']} x {r['iterations']}",
+                f"{line['cost_vs_first']:.2f}",
+                f"{100 * r['strain_p95']:.2f} %",
+                f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                f"{100 * r['strain_max']:.1f} %",
+                f"{100 * r['compression_p95']:.2f} %",
+            ]
+        )
+    preset_rows = []
+    if not args.no_presets:
+        for name in solver.PRESETS:
+            r = run(args.grid, args.frames, {}, {}, material=name)
+            print(json.dumps({"case": "presets", "preset": name, "grid": args.grid, **r}), flush=True)
+            preset_rows.append(
+                [
+                    name,
+                    f"{100 * r['stretch_limit']:.1f} %",
+                    f"{100 * r['strain_p95']:.2f} %",
+                    f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                    f"{100 * r['compression_p95']:.2f} %",
+                ]
+            )
+    if args.write_docs:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from _docs_table import markdown_table, write_section
+
+        reference = "old defaults" if "old_defaults" in args.variants else args.variants[0]
+        body = markdown_table(
+            [
+                "variant",
+                "substeps x iterations",
+                f"CPU time vs {reference}",
+                "P95 strain (worst frame)",
+                "max outside pin 2-rings",
+                "max (raw)",
+                "compression P95",
+            ],
+            rows,
+        )
+        if preset_rows:
+            body += "\n\nEvery preset at the defaults (same scene):\n\n" + markdown_table(
+                ["preset", "stretch limit", "P95 strain", "max outside pin 2-rings", "compression P95"], preset_rows
+            )
+        command = "bench/bench_stiff_fabric.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_section(
+            "bench_stiff_fabric",
+            command.strip(),
+            f"{args.grid} x {args.grid} sheet, {args.frames} frames, "
+            f"median of {args.repeat} interleaved run(s).\n\n" + body,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Force fields, gravity and the feature inputs of a cloth, read from the scene for the solver.
+
+Thin: Blender's field settings are read by name (``solver.forces.BLENDER_FIELD_SETTINGS``) at
+the evaluated frame and turned into solver ``ForceField`` objects by
+``solver.forces.field_from_blender``; lengths are converted from Blender units to metres.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..scene_to_solver import effector_weights
+from .scene_read import _vertex_group_weights
+
+#: Field settings that are lengths (Blender units -> metres).
+_LENGTHS = ("distance_min", "distance_max", "size")
+
+
+def field_objects(scene, cloth_settings):
+    """Objects with a force field that may act on the cloth: the Effector Collection's, else the scene's."""
+    collection = cloth_settings.effector_collection
+    objects = collection.all_objects if collection is not None else scene.objects
+    return [o for o in objects if getattr(o, "field", None) is not None and o.field.type != "NONE"]
+
+
+def read_force_fields(scene, depsgraph, obj, unit: float):
+    """(ForceField list, warnings) acting on cloth ``obj`` at the depsgraph's frame."""
+    from ...solver.forces import BLENDER_FIELD_SETTINGS, field_from_blender
+
+    weights = effector_weights(obj.selvedge)
+    fields, warnings = [], []
+    for source in field_objects(scene, obj.selvedge):
+        if source == obj:
+            continue
+        evaluated = source.evaluated_get(depsgraph)
+        settings = {k: getattr(evaluated.field, k) for k in BLENDER_FIELD_SETTINGS if hasattr(evaluated.field, k)}
+        for key in _LENGTHS:
+            if key in settings:
+                settings[key] = float(settings[key]) * unit
+        matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+        matrix[:3, 3] *= unit
+        field, reason = field_from_blender(settings, matrix, weights)
+        if field is None:
+            warnings.append(f"{source.name}: {reason}")
+        else:
+            fields.append(field)
+    return fields, warnings
+
+
+def scene_gravity(scene, cloth_settings) -> tuple:
+    """The scene's gravity (m/s^2, none when Gravity is off in the scene) times the cloth's Gravity weight."""
+    if not scene.use_gravity:
+        return (0.0, 0.0, 0.0)
+    # Blender stores gravity as float32 (-9.8100004...); 6 decimals give back the value typed in
+    return tuple(round(float(g), 6) * float(cloth_settings.field_weight_gravity) for g in scene.gravity)
+
+
+def loose_edge_pairs(obj) -> np.ndarray:
+    """Blender's sewing edges: the mesh's edges that belong to no face (S, 2)."""
+    from ...solver.sewing import loose_edges
+
+    mesh = obj.data
+    edges = np.empty(2 * len(mesh.edges), dtype=np.int64)
+    mesh.edges.foreach_get("vertices", edges)
+    return loose_edges(edges.reshape(-1, 2), [tuple(p.vertices) for p in mesh.polygons])
+
+
+def group_weights(obj, name: str, what: str):
+    """A feature's vertex group weights, or None when no group is named."""
+    return _vertex_group_weights(obj, name, len(obj.data.vertices), what) if name else None

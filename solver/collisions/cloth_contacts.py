@@ -1,0 +1,872 @@
+"""Cloth-cloth and self contacts: vertex-triangle and edge-edge proximity constraints.
+
+All cloths of a :class:`~.world.CollisionWorld` are one index space (global vertex, triangle
+and edge numbers). Three stages, after Bridson et al. 2002 and the research note's takeaway
+(``shared/research/stiff_cloth.md`` sec. 2):
+
+* **Candidates** (:func:`vertex_triangle_candidates`, :func:`edge_edge_candidates`): the pairs
+  closer than ``contact distance + margin`` at the detection positions, found through a hash
+  grid of triangle (edge) boxes; a vertex (edge) queries its box grown by that reach, each
+  thread writes its own rows. A pair found in two cells is kept only in the cell that holds
+  the low corner of the overlap of the two boxes, so no per-thread marks are needed. The list
+  is reused while every vertex stays within ``margin / 2`` of its detection position, up to a
+  common translation (:func:`relative_displacement`): two primitives then moved at most
+  ``margin`` relative to each other, so no pair that was not a candidate can have come into
+  contact (the world re-detects when the bound breaks).
+* **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
+  a candidate is active when its distance at the substep start is below the contact distance
+  plus both primitives' travel over the substep. Each pair remembers its **side** (of the
+  triangle's plane; along the two edges' common normal): refreshed at every substep start while
+  the pair is separated (farther than the contact distance), kept while it is in contact, so a
+  vertex or an edge pushed across within a substep is pulled back to its side instead of being
+  held on the wrong one.
+* **Solve** (:func:`solve_vertex_triangle`, :func:`solve_edge_edge`): ``C = side n . (p - q) - d
+  >= 0`` with ``q`` the closest point of the other primitive, the correction shared over the
+  four vertices by inverse mass, the multiplier clamped to push only (001 sec. 6.4); then
+  position-level Coulomb friction on the pair's relative tangential motion over the substep,
+  at most ``mu`` times this iteration's normal correction (Mueller et al. 2007 sec. 3.5).
+  Layer mass scale (Vellum's layer shock): in a pair of two layers, the lower layer's vertices
+  move as if ``layer_mass_scale`` times heavier.
+
+``d`` is half the sum of the two cloths' thicknesses (the gap between the mid-surfaces of two
+cloths of thickness ``t_a`` and ``t_b``; ``t`` between two layers of one cloth).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from .._intrinsics import sqrt
+from ._jit import _JIT, _JIT_PARALLEL
+from .geometry import closest_on_triangle, triangle_normal
+from .hash_grid import cell_hash
+
+
+class ContactMesh(NamedTuple):
+    """The world's cloths as one mesh (global indices), built once."""
+
+    tris: np.ndarray  # (T, 3) int64
+    edges: np.ndarray  # (E, 2) int64, unique undirected
+    thickness: np.ndarray  # (N,) m, the cloth's thickness at each vertex
+    layer: np.ndarray  # (N,) int64, layer number (higher = outer)
+    cloth: np.ndarray  # (N,) int64, which cloth
+    friction: np.ndarray  # (N,) Coulomb coefficient of the cloth
+    self_ok: np.ndarray  # (C,) bool: the cloth collides with itself
+    cross_ok: np.ndarray  # (C,) bool: the cloth collides with the other cloths
+    excl_offsets: np.ndarray  # CSR of the vertices within two mesh hops of each vertex
+    excl: np.ndarray
+    rest: np.ndarray  # (N, 3) rest positions: pairs closer than their contact distance at rest are skipped
+
+
+class Candidates(NamedTuple):
+    """Pairs found by one detection, with their remembered sides."""
+
+    vt_vertex: np.ndarray
+    vt_triangle: np.ndarray
+    vt_side: np.ndarray
+    ee_a: np.ndarray
+    ee_b: np.ndarray
+    ee_side: np.ndarray
+    vt_held: np.ndarray  # bool: the pair pushed in the last substep (its side is kept)
+    ee_held: np.ndarray
+
+
+# ----------------------------------------------------------------------------------------------
+# Small geometry: segment-segment closest points (Ericson 5.1.9), in-triangle projection.
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def closest_on_segments(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2):
+    """Parameters (s, t) of the closest points p + s (q - p) and a + t (b - a), both in [0, 1]."""
+    d10, d11, d12 = q0 - p0, q1 - p1, q2 - p2
+    d20, d21, d22 = b0 - a0, b1 - a1, b2 - a2
+    r0, r1, r2 = p0 - a0, p1 - a1, p2 - a2
+    aa = d10 * d10 + d11 * d11 + d12 * d12
+    ee = d20 * d20 + d21 * d21 + d22 * d22
+    ff = d20 * r0 + d21 * r1 + d22 * r2
+    if aa <= 1e-30 and ee <= 1e-30:
+        return 0.0, 0.0
+    if aa <= 1e-30:
+        return 0.0, min(max(ff / ee, 0.0), 1.0)
+    cc = d10 * r0 + d11 * r1 + d12 * r2
+    if ee <= 1e-30:
+        return min(max(-cc / aa, 0.0), 1.0), 0.0
+    bb = d10 * d20 + d11 * d21 + d12 * d22
+    den = aa * ee - bb * bb
+    s = min(max((bb * ff - cc * ee) / den, 0.0), 1.0) if den > 1e-30 else 0.0
+    t = (bb * s + ff) / ee
+    if t < 0.0:
+        t = 0.0
+        s = min(max(-cc / aa, 0.0), 1.0)
+    elif t > 1.0:
+        t = 1.0
+        s = min(max((bb - cc) / aa, 0.0), 1.0)
+    return s, t
+
+
+@njit(inline="always", **_JIT)
+def _edge_frame(x, a, b, c, d):
+    """Closest parameters (s, t), the offset pa - pb, and the unit common normal (d1 x d2) of the
+    edges ab and cd at ``x``; the normal is zero for (nearly) parallel edges (sin < 0.05)."""
+    s, t = closest_on_segments(
+        x[a, 0], x[a, 1], x[a, 2], x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2], x[d, 0], x[d, 1], x[d, 2]
+    )
+    g0 = x[a, 0] + s * (x[b, 0] - x[a, 0]) - x[c, 0] - t * (x[d, 0] - x[c, 0])
+    g1 = x[a, 1] + s * (x[b, 1] - x[a, 1]) - x[c, 1] - t * (x[d, 1] - x[c, 1])
+    g2 = x[a, 2] + s * (x[b, 2] - x[a, 2]) - x[c, 2] - t * (x[d, 2] - x[c, 2])
+    u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+    v0, v1, v2 = x[d, 0] - x[c, 0], x[d, 1] - x[c, 1], x[d, 2] - x[c, 2]
+    n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+    ln = sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    lu = sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    lv = sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+    if not ln > 0.05 * lu * lv:
+        return s, t, g0, g1, g2, 0.0, 0.0, 0.0
+    return s, t, g0, g1, g2, n0 / ln, n1 / ln, n2 / ln
+
+
+@njit(inline="always", **_JIT)
+def _inside(u, v, w, tolerance):
+    return u >= -tolerance and v >= -tolerance and w >= -tolerance
+
+
+@njit(inline="always", **_JIT)
+def _plane_barycentrics(x, i, ia, ib, ic):
+    """Barycentrics of the projection of x[i] onto the plane of triangle (ia, ib, ic) (unclamped)."""
+    e0, e1, e2 = x[ib, 0] - x[ia, 0], x[ib, 1] - x[ia, 1], x[ib, 2] - x[ia, 2]
+    f0, f1, f2 = x[ic, 0] - x[ia, 0], x[ic, 1] - x[ia, 1], x[ic, 2] - x[ia, 2]
+    g0, g1, g2 = x[i, 0] - x[ia, 0], x[i, 1] - x[ia, 1], x[i, 2] - x[ia, 2]
+    d00 = e0 * e0 + e1 * e1 + e2 * e2
+    d01 = e0 * f0 + e1 * f1 + e2 * f2
+    d11 = f0 * f0 + f1 * f1 + f2 * f2
+    d20 = g0 * e0 + g1 * e1 + g2 * e2
+    d21 = g0 * f0 + g1 * f1 + g2 * f2
+    den = d00 * d11 - d01 * d01
+    if den <= 0.0:
+        return -1.0, -1.0, -1.0
+    v = (d11 * d20 - d01 * d21) / den
+    w = (d00 * d21 - d01 * d20) / den
+    return 1.0 - v - w, v, w
+
+
+@njit(inline="always", **_JIT)
+def _travel(x_start, x_pred, i):
+    return sqrt(
+        (x_pred[i, 0] - x_start[i, 0]) ** 2 + (x_pred[i, 1] - x_start[i, 1]) ** 2 + (x_pred[i, 2] - x_start[i, 2]) ** 2
+    )
+
+
+@njit(inline="always", **_JIT)
+def _in_ring(i, j, excl_offsets, excl):
+    """j is i or within two mesh hops of it (sorted ring lists: binary search)."""
+    if i == j:
+        return True
+    lo, hi = excl_offsets[i], excl_offsets[i + 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if excl[mid] < j:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < excl_offsets[i + 1] and excl[lo] == j
+
+
+@njit(inline="always", **_JIT)
+def _pair_allowed(i, j, cloth, self_ok, cross_ok):
+    ci, cj = cloth[i], cloth[j]
+    if ci == cj:
+        return self_ok[ci]
+    return cross_ok[ci] and cross_ok[cj]
+
+
+# ----------------------------------------------------------------------------------------------
+# Detection (once per frame or when the displacement bound breaks).
+# ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def primitive_boxes(x, prims, lo, hi):
+    """Axis-aligned boxes of triangles (P, 3) or edges (P, 2) at x."""
+    k = prims.shape[1]
+    for p in range(prims.shape[0]):
+        for d in range(3):
+            a = x[prims[p, 0], d]
+            b = a
+            for c in range(1, k):
+                v = x[prims[p, c], d]
+                a = min(a, v)
+                b = max(b, v)
+            lo[p, d] = a
+            hi[p, d] = b
+
+
+@njit(inline="always", **_JIT)
+def _first_cell(ql, qh, lo, hi, b, inv, ci, cj, ck):
+    """The pair (query box, box b) is counted in the cell holding the low corner of their overlap."""
+    return (
+        int(math.floor(max(ql[0], lo[b, 0]) * inv)) == ci
+        and int(math.floor(max(ql[1], lo[b, 1]) * inv)) == cj
+        and int(math.floor(max(ql[2], lo[b, 2]) * inv)) == ck
+    )
+
+
+@njit(**_JIT_PARALLEL)
+def _vt_fill(
+    x,
+    inv_mass,
+    mesh_tris,
+    thickness,
+    t_max,
+    cloth,
+    self_ok,
+    cross_ok,
+    excl_offsets,
+    excl,
+    rest,
+    margin,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    out_t,
+    out_n,
+):
+    n = x.shape[0]
+    cap = out_t.shape[1]
+    for i in prange(n):
+        ql = np.empty(3)
+        qh = np.empty(3)
+        reach = 0.5 * (thickness[i] + t_max) + margin  # >= the pair's contact distance + margin
+        for d in range(3):
+            ql[d] = x[i, d] - reach
+            qh[d] = x[i, d] + reach
+        count = 0
+        if not (
+            abs(ql[0]) < 1e6
+            and abs(qh[0]) < 1e6
+            and abs(ql[1]) < 1e6
+            and abs(qh[1]) < 1e6
+            and abs(ql[2]) < 1e6
+            and abs(qh[2]) < 1e6
+        ):
+            out_n[i] = 0
+            continue
+        i0 = int(math.floor(ql[0] * inv))
+        j0 = int(math.floor(ql[1] * inv))
+        k0 = int(math.floor(ql[2] * inv))
+        i1 = int(math.floor(qh[0] * inv))
+        j1 = int(math.floor(qh[1] * inv))
+        k1 = int(math.floor(qh[2] * inv))
+        for ci in range(i0, i1 + 1):
+            for cj in range(j0, j1 + 1):
+                for ck in range(k0, k1 + 1):
+                    h = cell_hash(ci, cj, ck, table_size)
+                    for s in range(bucket_start[h], bucket_start[h + 1]):
+                        t = items[s]
+                        if (
+                            lo[t, 0] > qh[0]
+                            or hi[t, 0] < ql[0]
+                            or lo[t, 1] > qh[1]
+                            or hi[t, 1] < ql[1]
+                            or lo[t, 2] > qh[2]
+                            or hi[t, 2] < ql[2]
+                        ):
+                            continue
+                        if not _first_cell(ql, qh, lo, hi, t, inv, ci, cj, ck):
+                            continue
+                        ia, ib, ic = mesh_tris[t, 0], mesh_tris[t, 1], mesh_tris[t, 2]
+                        if ia == i or ib == i or ic == i or not _pair_allowed(i, ia, cloth, self_ok, cross_ok):
+                            continue
+                        if inv_mass[i] == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
+                            continue
+                        d_pair = 0.5 * (thickness[i] + thickness[ia])
+                        u, v, w = closest_on_triangle(
+                            x[i, 0],
+                            x[i, 1],
+                            x[i, 2],
+                            x[ia, 0],
+                            x[ia, 1],
+                            x[ia, 2],
+                            x[ib, 0],
+                            x[ib, 1],
+                            x[ib, 2],
+                            x[ic, 0],
+                            x[ic, 1],
+                            x[ic, 2],
+                        )
+                        dist = sqrt(
+                            (x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0]) ** 2
+                            + (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1]) ** 2
+                            + (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]) ** 2
+                        )
+                        if dist > d_pair + margin:
+                            continue
+                        if cloth[i] == cloth[ia]:
+                            u, v, w = closest_on_triangle(
+                                rest[i, 0],
+                                rest[i, 1],
+                                rest[i, 2],
+                                rest[ia, 0],
+                                rest[ia, 1],
+                                rest[ia, 2],
+                                rest[ib, 0],
+                                rest[ib, 1],
+                                rest[ib, 2],
+                                rest[ic, 0],
+                                rest[ic, 1],
+                                rest[ic, 2],
+                            )
+                            rest_dist = sqrt(
+                                (rest[i, 0] - u * rest[ia, 0] - v * rest[ib, 0] - w * rest[ic, 0]) ** 2
+                                + (rest[i, 1] - u * rest[ia, 1] - v * rest[ib, 1] - w * rest[ic, 1]) ** 2
+                                + (rest[i, 2] - u * rest[ia, 2] - v * rest[ib, 2] - w * rest[ic, 2]) ** 2
+                            )
+                            if rest_dist < 2.0 * d_pair:
+                                continue  # closer than the gap in the rest shape: the rest shape wins
+                        if count < cap:
+                            out_t[i, count] = t
+                        count += 1
+        out_n[i] = count
+
+
+@njit(**_JIT_PARALLEL)
+def _ee_fill(
+    x,
+    inv_mass,
+    edges,
+    thickness,
+    t_max,
+    cloth,
+    self_ok,
+    cross_ok,
+    excl_offsets,
+    excl,
+    rest,
+    margin,
+    lo,
+    hi,
+    inv,
+    table_size,
+    bucket_start,
+    items,
+    out_e,
+    out_n,
+):
+    ne = edges.shape[0]
+    cap = out_e.shape[1]
+    for e in prange(ne):
+        a, b = edges[e, 0], edges[e, 1]
+        ql = np.empty(3)
+        qh = np.empty(3)
+        reach = 0.5 * (thickness[a] + t_max) + margin
+        for d in range(3):
+            ql[d] = lo[e, d] - reach
+            qh[d] = hi[e, d] + reach
+        count = 0
+        if not (
+            abs(ql[0]) < 1e6
+            and abs(qh[0]) < 1e6
+            and abs(ql[1]) < 1e6
+            and abs(qh[1]) < 1e6
+            and abs(ql[2]) < 1e6
+            and abs(qh[2]) < 1e6
+        ):
+            out_n[e] = 0
+            continue
+        i0 = int(math.floor(ql[0] * inv))
+        j0 = int(math.floor(ql[1] * inv))
+        k0 = int(math.floor(ql[2] * inv))
+        i1 = min(int(math.floor(qh[0] * inv)), i0 + 32)
+        j1 = min(int(math.floor(qh[1] * inv)), j0 + 32)
+        k1 = min(int(math.floor(qh[2] * inv)), k0 + 32)
+        for ci in range(i0, i1 + 1):
+            for cj in range(j0, j1 + 1):
+                for ck in range(k0, k1 + 1):
+                    h = cell_hash(ci, cj, ck, table_size)
+                    for s in range(bucket_start[h], bucket_start[h + 1]):
+                        f = items[s]
+                        if f <= e:
+                            continue
+                        if (
+                            lo[f, 0] > qh[0]
+                            or hi[f, 0] < ql[0]
+                            or lo[f, 1] > qh[1]
+                            or hi[f, 1] < ql[1]
+                            or lo[f, 2] > qh[2]
+                            or hi[f, 2] < ql[2]
+                        ):
+                            continue
+                        if not _first_cell(ql, qh, lo, hi, f, inv, ci, cj, ck):
+                            continue
+                        c, dd = edges[f, 0], edges[f, 1]
+                        if c == a or c == b or dd == a or dd == b or not _pair_allowed(a, c, cloth, self_ok, cross_ok):
+                            continue
+                        if inv_mass[a] == 0.0 and inv_mass[b] == 0.0 and inv_mass[c] == 0.0 and inv_mass[dd] == 0.0:
+                            continue
+                        d_pair = 0.5 * (thickness[a] + thickness[c])
+                        sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, dd)
+                        if sqrt(g0 * g0 + g1 * g1 + g2 * g2) > d_pair + margin:
+                            continue
+                        if cloth[a] == cloth[c]:
+                            sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(rest, a, b, c, dd)
+                            if sqrt(g0 * g0 + g1 * g1 + g2 * g2) < 2.0 * d_pair:
+                                continue
+                        if count < cap:
+                            out_e[e, count] = f
+                        count += 1
+        out_n[e] = count
+
+
+def _next_pow2(value: int) -> int:
+    return 1 << max(4, int(value - 1).bit_length())
+
+
+def _hash(lo, hi, cell):
+    from .hash_grid import hash_boxes
+
+    table = _next_pow2(2 * lo.shape[0])
+    bucket, items = hash_boxes(lo, hi, cell, table, 32)
+    return table, bucket, items
+
+
+def _gather(fill, args, rows, cap):
+    """Run a per-row fill kernel with ``cap`` slots a row, growing them until every row fits;
+    returns (row index, found) of all pairs, in row order (independent of the thread count)."""
+    while True:
+        out = np.empty((rows, cap), dtype=np.int64)
+        counts = np.empty(rows, dtype=np.int64)
+        fill(*args, out, counts)
+        worst = int(counts.max()) if rows else 0
+        if worst <= cap:
+            mask = np.arange(cap)[None, :] < counts[:, None]
+            return np.repeat(np.arange(rows, dtype=np.int64), counts), out[mask]
+        cap = 2 * worst
+
+
+def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
+    """(vertex, triangle) pairs closer than ``d + margin`` at x (d the pair's contact distance),
+    not topological neighbours, not closer than ``2 d`` in the rest shape, allowed by the cloths'
+    switches, not all four vertices pinned; in vertex order."""
+    nt = mesh.tris.shape[0]
+    lo = np.empty((nt, 3))
+    hi = np.empty((nt, 3))
+    primitive_boxes(x, mesh.tris, lo, hi)
+    table, bucket, items = _hash(lo, hi, cell)
+    args = (
+        x,
+        inv_mass,
+        mesh.tris,
+        mesh.thickness,
+        float(mesh.thickness.max()),
+        mesh.cloth,
+        mesh.self_ok,
+        mesh.cross_ok,
+        mesh.excl_offsets,
+        mesh.excl,
+        mesh.rest,
+        float(margin),
+        lo,
+        hi,
+        1.0 / cell,
+        table,
+        bucket,
+        items,
+    )
+    return _gather(_vt_fill, args, x.shape[0], 16)
+
+
+def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
+    """(edge, edge > it) pairs closer than ``d + margin`` at x, sharing no vertex, not within two
+    hops, not closer than ``2 d`` in the rest shape, allowed, not all pinned; in edge order."""
+    ne = mesh.edges.shape[0]
+    lo = np.empty((ne, 3))
+    hi = np.empty((ne, 3))
+    primitive_boxes(x, mesh.edges, lo, hi)
+    table, bucket, items = _hash(lo, hi, cell)
+    args = (
+        x,
+        inv_mass,
+        mesh.edges,
+        mesh.thickness,
+        float(mesh.thickness.max()),
+        mesh.cloth,
+        mesh.self_ok,
+        mesh.cross_ok,
+        mesh.excl_offsets,
+        mesh.excl,
+        mesh.rest,
+        float(margin),
+        lo,
+        hi,
+        1.0 / cell,
+        table,
+        bucket,
+        items,
+    )
+    return _gather(_ee_fill, args, ne, 16)
+
+
+@njit(**_JIT_PARALLEL)
+def initial_vt_sides(x, tris, cv, ct, side):
+    """Side of each (vertex, triangle) pair at x: the sign of n . (p - q), n the triangle's normal."""
+    for c in prange(cv.shape[0]):
+        i, t = cv[c], ct[c]
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        u, v, w = closest_on_triangle(
+            x[i, 0],
+            x[i, 1],
+            x[i, 2],
+            x[ia, 0],
+            x[ia, 1],
+            x[ia, 2],
+            x[ib, 0],
+            x[ib, 1],
+            x[ib, 2],
+            x[ic, 0],
+            x[ic, 1],
+            x[ic, 2],
+        )
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
+        s = (
+            n0 * (x[i, 0] - u * x[ia, 0] - v * x[ib, 0] - w * x[ic, 0])
+            + n1 * (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1])
+            + n2 * (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2])
+        )
+        side[c] = 1.0 if s >= 0.0 else -1.0
+
+
+@njit(**_JIT_PARALLEL)
+def initial_ee_sides(x, edges, ea, eb, side):
+    """Side of each edge pair at x: the sign of n . (pa - pb), n = d_a x d_b (0: parallel)."""
+    for c in prange(ea.shape[0]):
+        a, b = edges[ea[c], 0], edges[ea[c], 1]
+        cc, dd = edges[eb[c], 0], edges[eb[c], 1]
+        s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, cc, dd)
+        proj = n0 * g0 + n1 * g1 + n2 * g2
+        side[c] = 0.0 if (n0 == 0.0 and n1 == 0.0 and n2 == 0.0) else (1.0 if proj >= 0.0 else -1.0)
+
+
+def carry_sides(old_keys, old_sides, old_held, new_keys, new_sides, new_held):
+    """Keep the remembered side (and held flag) of the pairs found again by a new detection (keys sorted)."""
+    if old_keys.shape[0] == 0 or new_keys.shape[0] == 0:
+        return
+    at = np.searchsorted(old_keys, new_keys)
+    at = np.minimum(at, old_keys.shape[0] - 1)
+    found = old_keys[at] == new_keys
+    new_sides[found] = old_sides[at[found]]
+    new_held[found] = old_held[at[found]]
+
+
+@njit(**_JIT)
+def relative_displacement(x_a, x_b, x_det):
+    """Largest |(x - x_det) - c| over the vertices of both states, c the centre of the box of all
+    displacements: a bound on half of any two vertices' relative motion since the detection."""
+    n = x_det.shape[0]
+    lo0 = lo1 = lo2 = 1e300
+    hi0 = hi1 = hi2 = -1e300
+    for x in (x_a, x_b):
+        for i in range(n):
+            d0, d1, d2 = x[i, 0] - x_det[i, 0], x[i, 1] - x_det[i, 1], x[i, 2] - x_det[i, 2]
+            lo0, lo1, lo2 = min(lo0, d0), min(lo1, d1), min(lo2, d2)
+            hi0, hi1, hi2 = max(hi0, d0), max(hi1, d1), max(hi2, d2)
+    c0, c1, c2 = 0.5 * (lo0 + hi0), 0.5 * (lo1 + hi1), 0.5 * (lo2 + hi2)
+    worst = 0.0
+    for x in (x_a, x_b):
+        for i in range(n):
+            d0, d1, d2 = x[i, 0] - x_det[i, 0] - c0, x[i, 1] - x_det[i, 1] - c1, x[i, 2] - x_det[i, 2] - c2
+            worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
+    return sqrt(worst)
+
+
+# ----------------------------------------------------------------------------------------------
+# Narrow phase (every substep).
+# ----------------------------------------------------------------------------------------------
+#: barycentric tolerance of "the vertex is over the face" (a vertex beside the face is the
+#: edge-edge contacts' business)
+FACE_TOLERANCE = 0.05
+
+
+@njit(**_JIT_PARALLEL)
+def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, active):
+    for c in prange(cv.shape[0]):
+        i, t = cv[c], ct[c]
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        d_pair = 0.5 * (thickness[i] + thickness[ia])
+        u, v, w = closest_on_triangle(
+            x_start[i, 0],
+            x_start[i, 1],
+            x_start[i, 2],
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+        )
+        e0 = x_start[i, 0] - u * x_start[ia, 0] - v * x_start[ib, 0] - w * x_start[ic, 0]
+        e1 = x_start[i, 1] - u * x_start[ia, 1] - v * x_start[ib, 1] - w * x_start[ic, 1]
+        e2 = x_start[i, 2] - u * x_start[ia, 2] - v * x_start[ib, 2] - w * x_start[ic, 2]
+        dist = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+        n0, n1, n2 = triangle_normal(
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+        )
+        if dist >= d_pair and not held[c]:  # separated, not just pushed: the side is where the vertex is now
+            side[c] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
+        held[c] = False
+        reach = (
+            d_pair
+            + _travel(x_start, x_pred, i)
+            + max(_travel(x_start, x_pred, ia), max(_travel(x_start, x_pred, ib), _travel(x_start, x_pred, ic)))
+        )
+        keep = dist <= reach and not (n0 == 0.0 and n1 == 0.0 and n2 == 0.0)
+        if keep:
+            pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
+            keep = _inside(pu, pv, pw, FACE_TOLERANCE)
+            if not keep:
+                pu, pv, pw = _plane_barycentrics(x_pred, i, ia, ib, ic)
+                keep = _inside(pu, pv, pw, FACE_TOLERANCE)
+        active[c] = keep
+
+
+@njit(**_JIT_PARALLEL)
+def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, active):
+    for c in prange(ea.shape[0]):
+        a, b = edges[ea[c], 0], edges[ea[c], 1]
+        cc, dd = edges[eb[c], 0], edges[eb[c], 1]
+        d_pair = 0.5 * (thickness[a] + thickness[cc])
+        s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_start, a, b, cc, dd)
+        dist = sqrt(g0 * g0 + g1 * g1 + g2 * g2)
+        if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
+            active[c] = False
+            held[c] = False
+            continue
+        if (dist >= d_pair and not held[c]) or side[c] == 0.0:
+            side[c] = 1.0 if n0 * g0 + n1 * g1 + n2 * g2 >= 0.0 else -1.0
+        held[c] = False
+        reach = (
+            d_pair
+            + max(_travel(x_start, x_pred, a), _travel(x_start, x_pred, b))
+            + max(_travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
+        )
+        keep = dist <= reach and 0.0 < s < 1.0 and 0.0 < t < 1.0
+        if not keep and dist <= reach:
+            s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_pred, a, b, cc, dd)
+            keep = 0.0 < s < 1.0 and 0.0 < t < 1.0
+        active[c] = keep
+
+
+def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
+    """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed)."""
+    active = np.empty(cand.vt_vertex.shape[0], dtype=np.bool_)
+    _vt_narrow_flags(
+        x_start, x_pred, mesh.tris, mesh.thickness, cand.vt_vertex, cand.vt_triangle, cand.vt_side, cand.vt_held, active
+    )
+    return np.flatnonzero(active)
+
+
+def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
+    """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed)."""
+    active = np.empty(cand.ee_a.shape[0], dtype=np.bool_)
+    _ee_narrow_flags(
+        x_start, x_pred, mesh.edges, mesh.thickness, cand.ee_a, cand.ee_b, cand.ee_side, cand.ee_held, active
+    )
+    return np.flatnonzero(active)
+
+
+# ----------------------------------------------------------------------------------------------
+# Solve (every iteration).
+# ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def _layer_weight(w, layer_v, layer_other, scale):
+    """Inverse mass of a vertex in a pair with another layer: the lower layer is ``scale`` times heavier."""
+    return w / scale if layer_v < layer_other else w
+
+
+@njit(**_JIT)
+def solve_vertex_triangle(
+    x, x_start, inv_mass, tris, thickness, layer, friction, layer_mass_scale, cv, ct, cs, held, rows, lam
+):
+    """One Gauss-Seidel pass over the active vertex-triangle pairs ``rows`` (module docstring).
+
+    ``C = side n . (p - (u a + v b + w c)) - d``, gradient ``side n`` on p and ``-b_k side n`` on
+    the corners; friction on the relative tangential displacement over the substep. Returns the
+    number of pairs that pushed.
+    """
+    pushed = 0
+    for r in range(rows.shape[0]):
+        c = rows[r]
+        i, t = cv[c], ct[c]
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
+        if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
+            continue
+        u, v, w = _plane_barycentrics(x, i, ia, ib, ic)
+        u, v, w = max(u, 0.0), max(v, 0.0), max(w, 0.0)
+        total = u + v + w
+        if total <= 0.0:
+            continue
+        u, v, w = u / total, v / total, w / total
+        s = cs[c]
+        n0, n1, n2 = s * n0, s * n1, s * n2
+        d_pair = 0.5 * (thickness[i] + thickness[ia])
+        q0 = u * x[ia, 0] + v * x[ib, 0] + w * x[ic, 0]
+        q1 = u * x[ia, 1] + v * x[ib, 1] + w * x[ic, 1]
+        q2 = u * x[ia, 2] + v * x[ib, 2] + w * x[ic, 2]
+        C = n0 * (x[i, 0] - q0) + n1 * (x[i, 1] - q1) + n2 * (x[i, 2] - q2) - d_pair
+        if C >= 0.0:
+            continue
+        li, lt = layer[i], layer[ia]
+        wi = _layer_weight(inv_mass[i], li, lt, layer_mass_scale)
+        wa = _layer_weight(inv_mass[ia], lt, li, layer_mass_scale)
+        wb = _layer_weight(inv_mass[ib], lt, li, layer_mass_scale)
+        wc = _layer_weight(inv_mass[ic], lt, li, layer_mass_scale)
+        K = wi + u * u * wa + v * v * wb + w * w * wc
+        if 0.05 * max(max(wi, wa), max(wb, wc)) > K or K <= 0.0:
+            continue  # only a corner of small weight could move: it would be thrown by C / b
+        dlam = -C / K
+        lam[r] += dlam
+        held[c] = True
+        pushed += 1
+        x[i, 0] += wi * dlam * n0
+        x[i, 1] += wi * dlam * n1
+        x[i, 2] += wi * dlam * n2
+        x[ia, 0] -= wa * u * dlam * n0
+        x[ia, 1] -= wa * u * dlam * n1
+        x[ia, 2] -= wa * u * dlam * n2
+        x[ib, 0] -= wb * v * dlam * n0
+        x[ib, 1] -= wb * v * dlam * n1
+        x[ib, 2] -= wb * v * dlam * n2
+        x[ic, 0] -= wc * w * dlam * n0
+        x[ic, 1] -= wc * w * dlam * n1
+        x[ic, 2] -= wc * w * dlam * n2
+        mu = sqrt(friction[i] * friction[ia])
+        if mu <= 0.0:
+            continue
+        # relative displacement over the substep, tangential part
+        r0 = (
+            x[i, 0]
+            - x_start[i, 0]
+            - (u * (x[ia, 0] - x_start[ia, 0]) + v * (x[ib, 0] - x_start[ib, 0]) + w * (x[ic, 0] - x_start[ic, 0]))
+        )
+        r1 = (
+            x[i, 1]
+            - x_start[i, 1]
+            - (u * (x[ia, 1] - x_start[ia, 1]) + v * (x[ib, 1] - x_start[ib, 1]) + w * (x[ic, 1] - x_start[ic, 1]))
+        )
+        r2 = (
+            x[i, 2]
+            - x_start[i, 2]
+            - (u * (x[ia, 2] - x_start[ia, 2]) + v * (x[ib, 2] - x_start[ib, 2]) + w * (x[ic, 2] - x_start[ic, 2]))
+        )
+        rn = r0 * n0 + r1 * n1 + r2 * n2
+        t0, t1, t2 = r0 - rn * n0, r1 - rn * n1, r2 - rn * n2
+        length = sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+        if length <= 1e-15:
+            continue
+        fl = min(length / K, mu * dlam) / length  # multiplier along -t, per unit of t
+        x[i, 0] -= wi * fl * t0
+        x[i, 1] -= wi * fl * t1
+        x[i, 2] -= wi * fl * t2
+        x[ia, 0] += wa * u * fl * t0
+        x[ia, 1] += wa * u * fl * t1
+        x[ia, 2] += wa * u * fl * t2
+        x[ib, 0] += wb * v * fl * t0
+        x[ib, 1] += wb * v * fl * t1
+        x[ib, 2] += wb * v * fl * t2
+        x[ic, 0] += wc * w * fl * t0
+        x[ic, 1] += wc * w * fl * t1
+        x[ic, 2] += wc * w * fl * t2
+    return pushed
+
+
+@njit(**_JIT)
+def solve_edge_edge(
+    x, x_start, inv_mass, edges, thickness, layer, friction, layer_mass_scale, ea, eb, cs, held, rows, lam
+):
+    """One Gauss-Seidel pass over the active edge-edge pairs ``rows``: ``C = side n . (pa - pb) - d``
+    with pa = a + s (b - a), pb = c + t (d - c) the closest points and n the unit common normal;
+    gradient (1 - s, s) side n on a, b and -(1 - t, t) side n on c, d; then friction."""
+    pushed = 0
+    for r in range(rows.shape[0]):
+        k = rows[r]
+        a, b = edges[ea[k], 0], edges[ea[k], 1]
+        c, d = edges[eb[k], 0], edges[eb[k], 1]
+        s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, d)
+        if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
+            continue
+        sd = cs[k]
+        n0, n1, n2 = sd * n0, sd * n1, sd * n2
+        d_pair = 0.5 * (thickness[a] + thickness[c])
+        C = n0 * g0 + n1 * g1 + n2 * g2 - d_pair
+        if C >= 0.0:
+            continue
+        la, lc = layer[a], layer[c]
+        wa = _layer_weight(inv_mass[a], la, lc, layer_mass_scale)
+        wb = _layer_weight(inv_mass[b], la, lc, layer_mass_scale)
+        wc = _layer_weight(inv_mass[c], lc, la, layer_mass_scale)
+        wd = _layer_weight(inv_mass[d], lc, la, layer_mass_scale)
+        ka, kb, kc, kd = 1.0 - s, s, 1.0 - t, t
+        K = ka * ka * wa + kb * kb * wb + kc * kc * wc + kd * kd * wd
+        if K <= 0.0:
+            continue
+        dlam = -C / K
+        lam[r] += dlam
+        held[k] = True
+        pushed += 1
+        for dim, nd in ((0, n0), (1, n1), (2, n2)):
+            x[a, dim] += wa * ka * dlam * nd
+            x[b, dim] += wb * kb * dlam * nd
+            x[c, dim] -= wc * kc * dlam * nd
+            x[d, dim] -= wd * kd * dlam * nd
+        mu = sqrt(friction[a] * friction[c])
+        if mu <= 0.0:
+            continue
+        r0 = (
+            ka * (x[a, 0] - x_start[a, 0])
+            + kb * (x[b, 0] - x_start[b, 0])
+            - kc * (x[c, 0] - x_start[c, 0])
+            - kd * (x[d, 0] - x_start[d, 0])
+        )
+        r1 = (
+            ka * (x[a, 1] - x_start[a, 1])
+            + kb * (x[b, 1] - x_start[b, 1])
+            - kc * (x[c, 1] - x_start[c, 1])
+            - kd * (x[d, 1] - x_start[d, 1])
+        )
+        r2 = (
+            ka * (x[a, 2] - x_start[a, 2])
+            + kb * (x[b, 2] - x_start[b, 2])
+            - kc * (x[c, 2] - x_start[c, 2])
+            - kd * (x[d, 2] - x_start[d, 2])
+        )
+        rn = r0 * n0 + r1 * n1 + r2 * n2
+        t0, t1, t2 = r0 - rn * n0, r1 - rn * n1, r2 - rn * n2
+        length = sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+        if length <= 1e-15:
+            continue
+        fl = min(length / K, mu * dlam) / length
+        for dim, td in ((0, t0), (1, t1), (2, t2)):
+            x[a, dim] -= wa * ka * fl * td
+            x[b, dim] -= wb * kb * fl * td
+            x[c, dim] += wc * kc * fl * td
+            x[d, dim] += wd * kd * fl * td
+    return pushed

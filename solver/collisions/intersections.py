@@ -1,0 +1,115 @@
+"""Count of crossing triangle pairs in a set of cloth meshes (a frame-end diagnostic).
+
+Two triangles that share no vertex intersect when an edge of one passes through the other
+(Moeller-Trumbore ray-triangle test restricted to the segment; coplanar touching is not
+counted). Candidate pairs come from a hash grid of the triangles' boxes; each pair is counted
+once, in the cell that holds the low corner of the overlap of the two boxes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
+from ._jit import _JIT, _JIT_PARALLEL
+from .cloth_contacts import _hash, primitive_boxes
+from .hash_grid import cell_hash
+
+
+@njit(inline="always", **_JIT)
+def segment_crosses_triangle(x, p, q, a, b, c):
+    """The open segment x[p] x[q] passes through the triangle x[a] x[b] x[c]."""
+    d0, d1, d2 = x[q, 0] - x[p, 0], x[q, 1] - x[p, 1], x[q, 2] - x[p, 2]
+    e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+    e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
+    h0, h1, h2 = d1 * e22 - d2 * e21, d2 * e20 - d0 * e22, d0 * e21 - d1 * e20
+    det = e10 * h0 + e11 * h1 + e12 * h2
+    scale = (abs(e10) + abs(e11) + abs(e12)) * (abs(e20) + abs(e21) + abs(e22)) * (abs(d0) + abs(d1) + abs(d2))
+    if abs(det) <= 1e-12 * scale:
+        return False  # parallel or degenerate
+    inv = 1.0 / det
+    s0, s1, s2 = x[p, 0] - x[a, 0], x[p, 1] - x[a, 1], x[p, 2] - x[a, 2]
+    u = (s0 * h0 + s1 * h1 + s2 * h2) * inv
+    if u < 0.0 or u > 1.0:
+        return False
+    k0, k1, k2 = s1 * e12 - s2 * e11, s2 * e10 - s0 * e12, s0 * e11 - s1 * e10
+    v = (d0 * k0 + d1 * k1 + d2 * k2) * inv
+    if v < 0.0 or u + v > 1.0:
+        return False
+    t = (e20 * k0 + e21 * k1 + e22 * k2) * inv
+    return 0.0 < t < 1.0
+
+
+@njit(inline="always", **_JIT)
+def triangles_cross(x, tris, s, t):
+    a0, a1, a2 = tris[s, 0], tris[s, 1], tris[s, 2]
+    b0, b1, b2 = tris[t, 0], tris[t, 1], tris[t, 2]
+    return (
+        segment_crosses_triangle(x, a0, a1, b0, b1, b2)
+        or segment_crosses_triangle(x, a1, a2, b0, b1, b2)
+        or segment_crosses_triangle(x, a2, a0, b0, b1, b2)
+        or segment_crosses_triangle(x, b0, b1, a0, a1, a2)
+        or segment_crosses_triangle(x, b1, b2, a0, a1, a2)
+        or segment_crosses_triangle(x, b2, b0, a0, a1, a2)
+    )
+
+
+@njit(**_JIT_PARALLEL)
+def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, per_triangle):
+    for s in prange(tris.shape[0]):
+        count = 0
+        i0, j0, k0 = int(math.floor(lo[s, 0] * inv)), int(math.floor(lo[s, 1] * inv)), int(math.floor(lo[s, 2] * inv))
+        i1 = min(int(math.floor(hi[s, 0] * inv)), i0 + 32)
+        j1 = min(int(math.floor(hi[s, 1] * inv)), j0 + 32)
+        k1 = min(int(math.floor(hi[s, 2] * inv)), k0 + 32)
+        for ci in range(i0, i1 + 1):
+            for cj in range(j0, j1 + 1):
+                for ck in range(k0, k1 + 1):
+                    h = cell_hash(ci, cj, ck, table_size)
+                    for r in range(bucket_start[h], bucket_start[h + 1]):
+                        t = items[r]
+                        if t <= s:
+                            continue
+                        if (
+                            lo[t, 0] > hi[s, 0]
+                            or hi[t, 0] < lo[s, 0]
+                            or lo[t, 1] > hi[s, 1]
+                            or hi[t, 1] < lo[s, 1]
+                            or lo[t, 2] > hi[s, 2]
+                            or hi[t, 2] < lo[s, 2]
+                        ):
+                            continue
+                        if (
+                            int(math.floor(max(lo[s, 0], lo[t, 0]) * inv)) != ci
+                            or int(math.floor(max(lo[s, 1], lo[t, 1]) * inv)) != cj
+                            or int(math.floor(max(lo[s, 2], lo[t, 2]) * inv)) != ck
+                        ):
+                            continue
+                        shared = False
+                        for p in range(3):
+                            for q in range(3):
+                                if tris[s, p] == tris[t, q]:
+                                    shared = True
+                        if shared:
+                            continue
+                        if triangles_cross(x, tris, s, t):
+                            count += 1
+        per_triangle[s] = count
+
+
+def count_intersections(x, tris, *_unused) -> int:
+    """Number of pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x."""
+    nt = tris.shape[0]
+    if nt < 2:
+        return 0
+    lo = np.empty((nt, 3))
+    hi = np.empty((nt, 3))
+    primitive_boxes(x, tris, lo, hi)
+    cell = float(np.mean(np.max(hi - lo, axis=1))) or 1e-3
+    table, bucket, items = _hash(lo, hi, cell)
+    per = np.zeros(nt, dtype=np.int64)
+    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, per)
+    return int(per.sum())

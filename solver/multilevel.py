@@ -1,0 +1,313 @@
+"""Hierarchical stretch limiting (Mueller 2008, Hierarchical Position Based Dynamics), inside XPBD.
+
+Why: a Gauss-Seidel sweep carries a correction about one edge per pass, so the whole-sheet sag
+mode of a stiff cloth decays over hundreds of sweeps and the cloth stretches like rubber at any
+affordable budget. A coarse level moves many fine vertices at once: each coarse edge spans 2-3
+fine edges, the next level twice that, and so on, so after the coarse-to-fine pass the
+low-frequency stretch is gone and the fine sweep only fixes local error.
+
+Levels (built once from the rest state, :func:`build_hierarchy`):
+
+* level 0 is the mesh; level l+1's vertices are a maximal independent set of level l's graph
+  (hard pins always belong to every level), so every level-l vertex is a level-(l+1) vertex or
+  the neighbour of one, and each level has about a quarter of the vertices of the one below;
+* a level-(l+1) edge joins two of its vertices that a path of at most three level-l edges links
+  through non-members; its rest length is the rest distance (flat rest shapes and pattern rest
+  lengths), or for a curved rest shape the shortest such path (a chord would forbid unfolding);
+* a non-member vertex of level l moves with its level-(l+1) neighbours ("parents") by inverse
+  rest-distance weights, and each coarse vertex carries its own mass plus its share of its
+  children's (``m_p = m_p + sum_c w_cp m_c``); pins have inverse mass 0 at every level.
+
+Constraints: a coarse edge is a strain-limit inequality (:mod:`.strain_limit`): it acts only when
+its vertices are further apart than ``(1 + stretch_limit)`` times its rest length, as HPBD's
+unilateral links do. So it never stiffens bending or compression, and below the limit the
+material's own compliance decides how much the cloth stretches; the limit is a material property
+(``Material.stretch_limit``). The mesh itself (level 0) is left to the XPBD stretch constraints: the same
+inequality on the mesh edges as well bought nothing measurable (docs/design/stiff_fabric.md).
+
+Solve (each iteration of each substep, :func:`solve_multilevel`): snapshot the level-1 vertices;
+for l = L .. 1: one Gauss-Seidel pass over level l's edges (pin-outward order), then every
+level-(l-1) vertex that is not on level l moves by its parents' weighted displacement since the
+snapshot (those parents are the only vertices moved so far). Fixed order, so bit-reproducible.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from . import _numba_setup  # noqa: F401
+from .geodesic import edge_adjacency, k_nearest_sources_geodesic
+from .kernels import _JIT
+from .strain_limit import solve_strain_limit
+
+#: A level with fewer vertices than this is not built (its edges would span the whole cloth).
+MIN_LEVEL_VERTICES = 8
+#: Levels at most (above the mesh); 6 reach ~25 vertices from 100k.
+MAX_LEVELS = 8
+
+
+class Hierarchy(NamedTuple):
+    """The coarse levels as flat arrays (level l's rows between ``*_offsets[l]`` and ``[l + 1]``).
+
+    ``edges``/``max_length``: all levels' strain-limit pairs (global vertex ids; level 0, the mesh,
+    has none: its edges are the XPBD stretch constraints). ``inv_mass``: (levels + 1, N) inverse
+    masses per level (row 0 the cloth's own).
+    ``children``: per level l >= 1, the level-(l-1) vertices off level l (global ids, between
+    ``child_offsets[l - 1]`` and ``[l]``), with their parents in CSR (``parent_start`` indexes
+    ``parents``/``parent_weight``). ``snapshot``: the level-1 vertices.
+    """
+
+    edges: np.ndarray
+    max_length: np.ndarray
+    edge_offsets: np.ndarray
+    inv_mass: np.ndarray
+    children: np.ndarray
+    child_offsets: np.ndarray
+    parent_start: np.ndarray
+    parents: np.ndarray
+    parent_weight: np.ndarray
+    snapshot: np.ndarray
+
+
+@njit(cache=True)
+def _independent_set(start, nbr, forced):
+    """Greedy maximal independent set in vertex order, ``forced`` vertices (pins) taken first."""
+    n = start.shape[0] - 1
+    state = np.zeros(n, np.int8)  # 0 open, 1 member, 2 next to a member
+    for v in range(n):
+        if forced[v]:
+            state[v] = 1
+    for v in range(n):
+        if forced[v]:
+            for e in range(start[v], start[v + 1]):
+                if state[nbr[e]] == 0:
+                    state[nbr[e]] = 2
+    for v in range(n):
+        if state[v] == 0:
+            state[v] = 1
+            for e in range(start[v], start[v + 1]):
+                if state[nbr[e]] == 0:
+                    state[nbr[e]] = 2
+    return state == 1
+
+
+@njit(cache=True)
+def _coarse_pairs(start, nbr, length, member, coarse_id):
+    """Member pairs linked by <= 3 edges through non-members, with the shortest such path length."""
+    n = start.shape[0] - 1
+    n_coarse = 0
+    for v in range(n):
+        if member[v]:
+            n_coarse += 1
+    best = np.full(n_coarse, np.inf)
+    touched = np.empty(n_coarse, np.int64)
+    out_a = []
+    out_b = []
+    out_len = []
+    for p in range(n):
+        if not member[p]:
+            continue
+        cp = coarse_id[p]
+        n_touched = 0
+        for e1 in range(start[p], start[p + 1]):
+            a = nbr[e1]
+            l1 = length[e1]
+            if member[a]:
+                ca = coarse_id[a]
+                if ca > cp:
+                    if best[ca] == np.inf:
+                        touched[n_touched] = ca
+                        n_touched += 1
+                    best[ca] = min(best[ca], l1)
+                continue
+            for e2 in range(start[a], start[a + 1]):
+                b = nbr[e2]
+                l2 = l1 + length[e2]
+                if b == p:
+                    continue
+                if member[b]:
+                    cb = coarse_id[b]
+                    if cb > cp:
+                        if best[cb] == np.inf:
+                            touched[n_touched] = cb
+                            n_touched += 1
+                        best[cb] = min(best[cb], l2)
+                    continue
+                for e3 in range(start[b], start[b + 1]):
+                    q = nbr[e3]
+                    if q == p or not member[q]:
+                        continue
+                    cq = coarse_id[q]
+                    if cq > cp:
+                        if best[cq] == np.inf:
+                            touched[n_touched] = cq
+                            n_touched += 1
+                        best[cq] = min(best[cq], l2 + length[e3])
+        for t in range(n_touched):
+            c = touched[t]
+            out_a.append(cp)
+            out_b.append(c)
+            out_len.append(best[c])
+            best[c] = np.inf
+    m = len(out_a)
+    pairs = np.empty((m, 2), np.int64)
+    path = np.empty(m)
+    for k in range(m):
+        pairs[k, 0] = out_a[k]
+        pairs[k, 1] = out_b[k]
+        path[k] = out_len[k]
+    return pairs, path
+
+
+def _pin_outward(pairs: np.ndarray, n: int, kinematic: np.ndarray) -> np.ndarray:
+    """Order of ``pairs`` for a sweep that starts at the pins (hops over the level's own graph)."""
+    if not kinematic.any() or pairs.shape[0] == 0:
+        return np.arange(pairs.shape[0])
+    start, nbr, length = edge_adjacency(n, pairs, np.ones(pairs.shape[0]))
+    _, dist = k_nearest_sources_geodesic(n, start, nbr, length, np.flatnonzero(kinematic).astype(np.int64), 1)
+    hops = dist[:, 0]
+    return np.argsort(np.minimum(hops[pairs[:, 0]], hops[pairs[:, 1]]), kind="stable")
+
+
+def build_hierarchy(
+    positions: np.ndarray,
+    edges: np.ndarray,
+    edge_rest_length: np.ndarray,
+    mass: np.ndarray,
+    inv_mass: np.ndarray,
+    stretch_limit,
+    flat_rest: bool,
+    max_levels: int = MAX_LEVELS,
+) -> Hierarchy:
+    """The levels of :mod:`this module <.multilevel>` for a mesh (see the module docstring).
+
+    ``positions``: rest positions (or the flattened pattern) whose distances are the coarse rest
+    lengths when ``flat_rest``; ``edges``/``edge_rest_length``: the stretch edges (level 0).
+    ``stretch_limit``: one strain for every link, or a function of an (m, 2) array of global vertex
+    pairs giving each link's limit (``inf``: the pair links the level's graph but gets no constraint).
+    """
+    n = positions.shape[0]
+    kinematic = inv_mass <= 0.0
+    limit_of = stretch_limit if callable(stretch_limit) else (lambda pairs: np.full(pairs.shape[0], stretch_limit))
+    edge_list = [np.zeros((0, 2), np.int64)]  # level 0 (the mesh) is solved by the XPBD stretch constraints
+    max_length = [np.zeros(0)]
+    inv_rows = [np.asarray(inv_mass, np.float64)]
+    child_list, parent_start, parent_list, weight_list = [], [0], [], []
+    child_offsets = [0]
+
+    level_ids = np.arange(n)  # global ids of the current level's vertices
+    level_edges = np.asarray(edges, np.int64)  # in level-local ids
+    level_len = np.asarray(edge_rest_length, np.float64)
+    level_mass = np.asarray(mass, np.float64).copy()
+    level_kin = kinematic.copy()
+    for _ in range(max_levels):
+        m = level_ids.size
+        if level_edges.shape[0] == 0:
+            break
+        start, nbr, length = edge_adjacency(m, level_edges, level_len)
+        member = _independent_set(start, nbr, level_kin)
+        n_coarse = int(member.sum())
+        if n_coarse < MIN_LEVEL_VERTICES or n_coarse > 0.75 * m:
+            break
+        coarse_id = np.cumsum(member) - 1
+        pairs, path = _coarse_pairs(start, nbr, length, member, coarse_id)
+        coarse_global = level_ids[member]
+        chord = np.linalg.norm(positions[coarse_global[pairs[:, 0]]] - positions[coarse_global[pairs[:, 1]]], axis=1)
+        rest = chord if flat_rest else np.maximum(chord, path)
+        # parents of each non-member: its member neighbours, weighted by inverse rest distance
+        children = np.flatnonzero(~member & ~level_kin)
+        src = np.repeat(np.arange(m), np.diff(start))
+        keep = ~member[src] & member[nbr] & ~level_kin[src]
+        p_child, p_parent, p_len = src[keep], nbr[keep], length[keep]
+        order = np.argsort(p_child, kind="stable")
+        p_child, p_parent, p_len = p_child[order], p_parent[order], p_len[order]
+        w = 1.0 / np.maximum(p_len, 1e-12)
+        counts = np.bincount(p_child, minlength=m)
+        w /= np.bincount(p_child, weights=w, minlength=m)[p_child]
+        assert (counts[children] > 0).all(), "an independent set leaves no vertex without a member neighbour"
+        coarse_mass = level_mass[member].copy()
+        np.add.at(coarse_mass, coarse_id[p_parent], w * level_mass[p_child])
+        coarse_kin = level_kin[member]
+        order = _pin_outward(pairs, n_coarse, coarse_kin)
+        pairs, rest = pairs[order], rest[order]
+
+        links = coarse_global[pairs]
+        limit = np.asarray(limit_of(links), dtype=np.float64)
+        keep_link = np.isfinite(limit)
+        edge_list.append(links[keep_link])
+        max_length.append(((1.0 + limit) * rest)[keep_link])
+        row = np.zeros(n)
+        row[coarse_global] = np.where(coarse_kin, 0.0, 1.0 / np.where(coarse_kin, 1.0, coarse_mass))
+        inv_rows.append(row)
+        child_list.append(level_ids[children])
+        seg = np.cumsum(counts[children])
+        parent_start.extend((parent_start[-1] + seg).tolist())
+        parent_list.append(level_ids[p_parent])
+        weight_list.append(w)
+        child_offsets.append(child_offsets[-1] + children.size)
+
+        if len(edge_list) == 2:
+            level_one = coarse_global.astype(np.int64)
+        level_ids, level_edges, level_len = coarse_global, pairs, rest
+        level_mass, level_kin = coarse_mass, coarse_kin
+
+    levels = len(edge_list) - 1
+    edge_offsets = np.cumsum([0] + [e.shape[0] for e in edge_list]).astype(np.int64)
+    empty_i = np.zeros(0, np.int64)
+    return Hierarchy(
+        edges=np.ascontiguousarray(np.concatenate(edge_list), dtype=np.int64),
+        max_length=np.ascontiguousarray(np.concatenate(max_length)),
+        edge_offsets=edge_offsets,
+        inv_mass=np.ascontiguousarray(np.stack(inv_rows)),
+        children=np.concatenate(child_list).astype(np.int64) if levels else empty_i,
+        child_offsets=np.asarray(child_offsets, np.int64),
+        parent_start=np.asarray(parent_start, np.int64),
+        parents=np.concatenate(parent_list).astype(np.int64) if levels else empty_i,
+        parent_weight=np.concatenate(weight_list) if levels else np.zeros(0),
+        snapshot=level_one if levels else empty_i,
+    )
+
+
+@njit(**_JIT)
+def _sweep_level(x, inv_mass, edges, max_length, first, stop):
+    active = 0
+    for k in range(first, stop):
+        active += solve_strain_limit(k, x, inv_mass, edges, max_length)
+    return active
+
+
+@njit(**_JIT)
+def solve_multilevel(x, x_snapshot, hierarchy):
+    """One coarse-to-fine pass over levels L .. 1 (module docstring); the number of violating
+    coarse pairs it projected (the active set, for the diagnostics)."""
+    hz = hierarchy
+    levels = hz.edge_offsets.shape[0] - 2
+    active = 0
+    if levels == 0:
+        return 0
+    for k in range(hz.snapshot.shape[0]):
+        v = hz.snapshot[k]
+        for d in range(3):
+            x_snapshot[v, d] = x[v, d]
+    for level in range(levels, 0, -1):
+        active += _sweep_level(
+            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
+        )
+        for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
+            i = hz.children[c]
+            mx = 0.0
+            my = 0.0
+            mz = 0.0
+            for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
+                p = hz.parents[e]
+                w = hz.parent_weight[e]
+                mx += w * (x[p, 0] - x_snapshot[p, 0])
+                my += w * (x[p, 1] - x_snapshot[p, 1])
+                mz += w * (x[p, 2] - x_snapshot[p, 2])
+            x[i, 0] += mx
+            x[i, 1] += my
+            x[i, 2] += mz
+    return active
