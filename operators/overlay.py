@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import bpy
 import numpy as np
@@ -93,9 +93,10 @@ class StrainRecord:
     strain: np.ndarray
     count: int
     source: str
+    #: (E,) edge lengths of sample 0, the reference of the strain
+    rest_length: np.ndarray
     stamp: tuple | None = None
     stats: dict = field(default_factory=dict)
-    rest_length: np.ndarray | None = None
 
     def index(self, frame: int) -> int:
         """Sample index for a scene frame: clamped to the frames stored (the first/last hold outside)."""
@@ -115,9 +116,9 @@ def new_record(edges, positions, source, first, count=1, stamp=None) -> StrainRe
         strain=np.zeros((len(positions), len(edges)), dtype=np.float32),
         count=0,
         source=source,
+        rest_length=edge_lengths(positions[0], edges),
         stamp=stamp,
     )
-    record.rest_length = edge_lengths(positions[0], edges)
     for sample in range(count):
         set_sample(record, sample)
     return record
@@ -233,7 +234,8 @@ def draw(context) -> int:
         shader = gpu.shader.from_builtin("POLYLINE_SMOOTH_COLOR")
     except (ValueError, SystemError):
         shader = gpu.shader.from_builtin("SMOOTH_COLOR")
-    viewport = gpu.state.viewport_get()
+    # (x, y, width, height); fake-bpy-module types the return as None
+    viewport = cast("tuple[int, int, int, int]", gpu.state.viewport_get())
     gpu.state.depth_test_set("LESS_EQUAL")
     gpu.state.blend_set("ALPHA")
     try:
@@ -250,7 +252,10 @@ def draw(context) -> int:
                 if geometry is None:
                     continue
                 coords, colors = geometry
-                batch = batch_for_shader(shader, "LINES", {"pos": coords, "color": colors})
+                # NumPy arrays (fake-bpy-module's stub names only gpu Buffers and sequences; Blender reads
+                # any buffer-protocol array)
+                content: dict[str, Any] = {"pos": coords, "color": colors}
+                batch = batch_for_shader(shader, "LINES", content)
                 if len(_BATCHES) > 64:
                     _BATCHES.clear()
                 _BATCHES[key] = batch

@@ -110,6 +110,8 @@ class SELVEDGE_PT_cloth_shape(_ClothSubpanel, Panel):
         layout = self.layout
         layout.use_property_split = True
         obj = context.object
+        if obj is None:  # poll() rules it out
+            return
         s = obj.selvedge
         layout.prop(s, "use_sewing_springs")
         col = layout.column(align=True)
@@ -127,12 +129,15 @@ class SELVEDGE_PT_cloth_pressure(_ClothSubpanel, Panel):
     bl_label = "Pressure"
 
     def draw_header(self, context):
-        self.layout.prop(context.object.selvedge, "use_pressure", text="")
+        if context.object is not None:  # poll() rules None out
+            self.layout.prop(context.object.selvedge, "use_pressure", text="")
 
     def draw(self, context):
         layout = self.layout
         layout.use_property_split = True
         obj = context.object
+        if obj is None:  # poll() rules it out
+            return
         s = obj.selvedge
         layout.active = s.use_pressure
         layout.prop(s, "uniform_pressure_force")
@@ -154,6 +159,8 @@ class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
     def draw(self, context):
         layout = self.layout
         layout.use_property_split = True
+        if context.object is None:  # poll() rules it out
+            return
         s = context.object.selvedge
         layout.prop(s, "effector_collection")
         col = layout.column(align=True)

@@ -37,8 +37,7 @@ class CacheBake:
         if len(set(self.stems)) != len(self.stems):
             raise BakeError("two cloth objects map to the same cache file name; rename one of them")
         first = frame_range(scene.selvedge, scene.frame_start, scene.frame_end)[0]
-        self.writers = []
-        self.sim = None
+        self.writers: list[PC2Writer] = []
         try:
             for stem, obj in zip(self.stems, objects):
                 self.writers.append(
@@ -46,7 +45,7 @@ class CacheBake:
                 )
             self.sim = Simulation(context, lambda i, _s, x: self.writers[i].write_frame(x), log)
         except BaseException:
-            self.cancel()
+            self._abort_writers()  # a Simulation that failed has closed itself
             raise
 
     def step(self) -> bool:
@@ -56,11 +55,13 @@ class CacheBake:
             self.cancel()
             raise
 
-    def cancel(self) -> None:
+    def _abort_writers(self) -> None:
         for w in self.writers:
             w.abort()
-        if self.sim is not None:
-            self.sim.close()
+
+    def cancel(self) -> None:
+        self._abort_writers()
+        self.sim.close()
 
     def finish(self) -> dict:
         """Commit the files (sidecars first) and add or update each object's Mesh Cache modifier."""

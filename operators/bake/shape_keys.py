@@ -174,8 +174,9 @@ def free_shape_keys(obj) -> int:
     if key is not None and names:
         fcurves = _fcurves(key)
         paths = {f'key_blocks["{n}"].value' for n in names}
-        for fc in [fc for fc in (fcurves or ()) if fc.data_path in paths]:
-            fcurves.remove(fc)
+        if fcurves is not None:
+            for fc in [fc for fc in fcurves if fc.data_path in paths]:
+                fcurves.remove(fc)
         for name in names:
             block = key.key_blocks.get(name)
             if block is not None:

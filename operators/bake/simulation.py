@@ -12,6 +12,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import bpy
 
@@ -33,17 +34,22 @@ from .colliders import collider_objects, proxy_kind, read_colliders
 from .fields import group_weights, loose_edge_pairs, read_force_fields, scene_gravity
 from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
 
+if TYPE_CHECKING:  # imported when a bake starts (Numba loads with the solver)
+    from ...models.coupling import LearnedCoupling
+    from ...solver.cloth import Cloth
+    from ...solver.collisions import Colliders
+
 
 @dataclass
 class ClothRun:
-    obj: object
+    obj: bpy.types.Object
     reader: EvaluatedReader
-    cloth: object
+    cloth: Cloth
     settings: dict
     warnings: list[str]
-    contacts: object = None
-    #: models.coupling.LearnedCoupling when the scene's learned-network mode is on
-    coupling: object = None
+    contacts: Colliders | None = None
+    #: the network's coupling when the scene's learned-network mode is on
+    coupling: LearnedCoupling | None = None
 
 
 def _disable_previous_results(objects):
@@ -243,6 +249,7 @@ class Simulation:
                         seen = len(run.coupling.events)
                         run.coupling.step(pin_targets=targets * self.unit)
                         diag = run.cloth.last_diagnostics
+                        assert diag is not None  # the coupling's step ran the cloth's
                         for event in run.coupling.events[seen:]:
                             self.log(f"Selvedge: {run.obj.name}, frame {frame}: {event}")
                 except solver.SelvedgeError as error:
