@@ -272,12 +272,37 @@ def targets_line(n: int, results: list[dict]) -> dict:
     return summary
 
 
+def write_docs_table(results, argv) -> None:
+    """This run's rows as the ``bench_solver`` section of docs/benchmarks.md (bench/_docs_table.py)."""
+    from _docs_table import markdown_table, write_section
+
+    header = ["vertices", "mode", "threads", "substeps x it", "ms/frame", "M projections/s", "P95 strain", "max strain"]
+    rows = [
+        [
+            r["vertices"],
+            r["mode"],
+            r.get("threads", ""),
+            f"{r['substeps']} x {r['iterations']}",
+            round(r["ms_per_frame"], 2),
+            round(r["projections_per_s"] / 1e6, 1),
+            f"{100 * r['strain_p95']:.2f} %",
+            f"{100 * r['strain_max']:.1f} %",
+        ]
+        for r in results
+        if "error" not in r
+    ]
+    args = " ".join(sys.argv[1:] if argv is None else argv)
+    write_section(
+        "bench_solver", f".venv/bin/python bench/bench_solver.py {args}".strip(), markdown_table(header, rows)
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes 32 and 64 only, few frames")
     parser.add_argument("--sizes", type=int, nargs="+", help="grid sizes (vertices per side)")
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["serial", "colored1", "colored2"])
-    parser.add_argument("--substeps", type=int, default=20)
+    parser.add_argument("--substeps", type=int, default=10, help="substeps per frame (default 10, the solver's)")
     parser.add_argument("--iterations", type=int, default=1)
     parser.add_argument(
         "--bending",
@@ -296,6 +321,9 @@ def main(argv=None) -> int:
         default=1,
         help="run every grid and mode this many times, interleaved; the targets line then "
         "reports medians (runs on a shared 2-core machine vary by 10-20 %%)",
+    )
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write this run's table into docs/benchmarks.md (bench_solver)"
     )
     args = parser.parse_args(argv)
     if args.quick:
@@ -342,6 +370,8 @@ def main(argv=None) -> int:
             print(json.dumps(summary), flush=True)
     if not args.no_jit:
         print(json.dumps(jit_line()), flush=True)
+    if args.write_docs:
+        write_docs_table(results, argv)
     print(json.dumps({"case": "end", "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
     return 0
 
