@@ -341,6 +341,9 @@ def main(argv=None):
     parser.add_argument(
         "--cases", default=",".join(CASES), help="comma-separated case names (default: all): " + ", ".join(CASES)
     )
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write the cases' table into docs/benchmarks.md (bench_collisions)"
+    )
     args = parser.parse_args(argv)
     cases = args.cases.split(",")
     unknown = sorted(set(cases) - set(CASES))
@@ -358,6 +361,22 @@ def main(argv=None):
     if args.repeat > 1:
         for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
             print(json.dumps(summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])), flush=True)
+    if args.write_docs:
+        write_docs_table(rows, argv)
+
+
+def write_docs_table(rows, argv) -> None:
+    """Medians per case and phase as the ``bench_collisions`` section of docs/benchmarks.md."""
+    from _docs_table import markdown_table, write_section
+
+    header = ["case", "phase", "contacts ms/frame", "elastic solve ms/frame", "contacts / elastic (median)"]
+    table = []
+    for key in dict.fromkeys((r["case"], r["phase"]) for r in rows):
+        line = summary_line(key, [r for r in rows if (r["case"], r["phase"]) == key])
+        table.append([*key, line["contacts_total_ms"], line["elastic_solve_ms"], line["contacts_over_elastic"]])
+    args = " ".join(sys.argv[1:] if argv is None else argv)
+    command = f".venv/bin/python bench/bench_collisions.py {args}".strip()
+    write_section("bench_collisions", command, markdown_table(header, table))
 
 
 def world_cases(args):
