@@ -37,7 +37,9 @@ def test_cloth_dropped_on_sphere_rests_outside_radius_plus_thickness():
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=10), contact_handler=contacts)
     worst = math.inf
     peak_energy = 0.0
-    for _ in range(192):  # 8 s
+    # 12 s: with the stretch limit the sheet no longer stretches (and damps) like rubber, so its corners
+    # ring longer after the landing (fastest vertex 3.6 cm/s at 8 s, 1.3 cm/s at 12 s, 0.3 cm/s at 16 s)
+    for _ in range(288):
         diag = cloth.step()
         peak_energy = max(peak_energy, diag.kinetic_energy_j)
         worst = min(worst, float(np.linalg.norm(cloth.positions, axis=1).min()) - radius)
