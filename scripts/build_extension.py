@@ -295,7 +295,12 @@ class PathExclude:
             self.rules.append((body.split("/"), pattern.startswith("/"), folder_only))
 
     def excluded(self, rel: str, is_dir: bool) -> bool:
+        """Whether ``rel`` is excluded, itself or through an excluded parent folder (as Blender's
+        matcher reads a path below an excluded folder, e.g. ``docs/x/r.md`` under ``/docs/``)."""
         parts = rel.split("/")
+        return any(self._matches(parts[:i], True) for i in range(1, len(parts))) or self._matches(parts, is_dir)
+
+    def _matches(self, parts: list[str], is_dir: bool) -> bool:
         for segments, anchored, folder_only in self.rules:
             if folder_only and not is_dir:
                 continue
