@@ -63,7 +63,7 @@ from .hooks import (
 )
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
-from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
+from .multilevel import Hierarchy, build_hierarchy, solve_multilevel, unit_rows
 from .settings import ClothOptions, SolverSettings
 from .sewing import Sewing, SewingConstraints
 from .shrink import Shrink
@@ -251,6 +251,11 @@ class Cloth:
                 max_levels=self.options.stretch_limit_levels,
             )
         self._ml_snapshot = np.zeros_like(rest)
+        #: per vertex, the direction the contacts pushed it in the last substep (summed over its
+        #: contacts, the contact handler's and a world's; zero: none): the coarse pass slides such a
+        #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
+        self.contact_push = np.zeros_like(rest)
+        self._no_push = np.zeros_like(rest)
         self.stretch_limit_active = 0
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
@@ -445,6 +450,7 @@ class Cloth:
         check_finite("positions", x)
         self.x[:] = x
         self.v[:] = 0.0 if velocities is None else np.asarray(velocities, dtype=np.float64)
+        self.contact_push[:] = 0.0  # the old pose's contacts
         self._target_prev = self.x[self.kinematic_index].copy()
         self._soft_prev = self.x[self.soft_pin_index].copy()
 
@@ -656,9 +662,14 @@ class Cloth:
             pass  # a lone cloth has nothing to do at the sync points (see CollisionWorld)
         failure = self._frame_failure(state)
         if failure is not None:
-            self.x[:], self.v[:] = state.snapshot
+            self._roll_back(state)
             raise SimulationError(failure)
         return self._commit_step(state)
+
+    def _roll_back(self, state: _StepState) -> None:
+        """Back to the frame start: positions, velocities and the contact pushes the coarse pass reads."""
+        self.x[:], self.v[:] = state.snapshot
+        self.contact_push[:] = state.contact_push
 
     def _begin_step(self, pin_targets, frame_dt) -> _StepState:
         """Validate the frame's inputs and snapshot the state (the first part of :meth:`step`)."""
@@ -678,13 +689,22 @@ class Cloth:
                 )
         if self.settings.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
-        return _StepState(frame_dt, kinematic_end, soft_end, (self.x.copy(), self.v.copy()), {}, time.perf_counter())
+        return _StepState(
+            frame_dt,
+            kinematic_end,
+            soft_end,
+            (self.x.copy(), self.v.copy()),
+            {},
+            time.perf_counter(),
+            self.contact_push.copy(),
+        )
 
     def _frame_failure(self, state: _StepState) -> str | None:
         """Why the frame just run must be rolled back (a non-finite or too fast vertex, an edge
         torn past ``max_strain``), or None; keeps the strain for :meth:`_commit_step`."""
         bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
         if bad >= 0:
+            self.contact_push[:] = state.contact_push
             cause = self._diagnose(state.snapshot, state.frame_dt, state.kinematic_end, state.soft_end, bad)
             return f"frame {self.frame + 1}: {cause}; the frame was rolled back"
         strain = self.edge_strain()
@@ -829,18 +849,19 @@ class Cloth:
             if sewing is not None:
                 sewing.begin_substep(self.x, self.time_s + t_end * frame_dt)
             x_proposal = self.x.copy() if observers else None
+            contact_aware = self.hierarchy is not None and self.options.stretch_limit_contacts
+            if contact_aware:
+                # before the narrow phases: they see where the coarse pass put the vertices (the
+                # contacts then project after it, and a vertex it moves far is still found)
+                self._coarse_pass(sub, h, check_phases, tick)
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
             yield "predicted"
             for iteration in range(s.iterations):
-                if self.hierarchy is not None:
-                    t0 = clock()
-                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy)
-                    tick("stretch_limit", t0)
-                    if check_phases:
-                        self._check("the stretch limit", sub, h)
+                if self.hierarchy is not None and (iteration > 0 or not contact_aware):
+                    self._coarse_pass(sub, h, check_phases, tick)
                 for c in sets:
                     t0 = clock()
                     self._project(
@@ -879,6 +900,12 @@ class Cloth:
                 t0 = clock()
                 handler.end_substep(self.x, self.v, self.inv_mass, h)
                 tick("contacts_solve", t0)
+            if contact_aware:
+                # a world adds its cloth-cloth pushes at "substep_end" (contact_push is a view of its array)
+                self.contact_push[:] = 0.0
+                add_push = getattr(handler, "add_push_normals", None)
+                if add_push is not None:
+                    add_push(self.x, self.contact_push)
             if observers:
                 t0 = clock()
                 state = SubstepState(
@@ -896,6 +923,20 @@ class Cloth:
                     observer.end_substep(state)
                 tick("learned", t0)
             yield "substep_end"
+
+    def _coarse_pass(self, sub: int, h: float, check_phases: bool, tick) -> None:
+        """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with
+        ``options.stretch_limit_contacts``, respecting the contacts of the last substep."""
+        t0 = time.perf_counter()
+        if self.options.stretch_limit_contacts:
+            push = self.contact_push
+            unit_rows(push)
+        else:
+            push = self._no_push
+        self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy, push)
+        tick("stretch_limit", t0)
+        if check_phases:
+            self._check("the stretch limit", sub, h)
 
     def _project(self, c: ConstraintSet, h: float, reset_lambda: bool, keep_lambda: bool = True) -> None:
         """One pass over one constraint set in the current solve mode.
@@ -1001,4 +1042,6 @@ class _StepState:
     snapshot: tuple
     timings: dict
     t_frame: float
+    #: the contact pushes at the frame start (restored with the snapshot)
+    contact_push: np.ndarray | None = None
     strain: np.ndarray | None = None

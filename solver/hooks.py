@@ -55,6 +55,12 @@ class ContactHandler:
     def end_substep(self, x: np.ndarray, v: np.ndarray, inv_mass: np.ndarray, h: float) -> None:
         pass
 
+    def add_push_normals(self, x: np.ndarray, push: np.ndarray) -> None:
+        """Optional: add to ``push[i]`` (N, 3) the outward normal of each contact vertex i touches at
+        the end of the substep just ended (``x``; any length, summed over contacts). The
+        hierarchical stretch limit then never presses that vertex into the contact."""
+        pass
+
     def end_frame(self) -> None:
         """Called once after a frame succeeded (not after a rolled-back one): commit per-frame state,
         e.g. the colliders' end poses become the next frame's start poses."""

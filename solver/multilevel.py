@@ -29,6 +29,8 @@ Solve (each iteration of each substep, :func:`solve_multilevel`): snapshot the l
 for l = L .. 1: one Gauss-Seidel pass over level l's edges (pin-outward order), then every
 level-(l-1) vertex that is not on level l moves by its parents' weighted displacement since the
 snapshot (those parents are the only vertices moved so far). Fixed order, so bit-reproducible.
+A vertex that a contact pushed in the last substep is never moved into that contact, neither by
+a link (:mod:`.strain_limit`) nor by its parents (the inward part of its displacement is dropped).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from . import _numba_setup  # noqa: F401
+from ._intrinsics import sqrt
 from .geodesic import edge_adjacency, k_nearest_sources_geodesic
 from .kernels import _JIT
 from .strain_limit import solve_strain_limit
@@ -272,17 +275,30 @@ def build_hierarchy(
 
 
 @njit(**_JIT)
-def _sweep_level(x, inv_mass, edges, max_length, first, stop):
+def _sweep_level(x, inv_mass, edges, max_length, first, stop, normal):
     active = 0
     for k in range(first, stop):
-        active += solve_strain_limit(k, x, inv_mass, edges, max_length)
+        active += solve_strain_limit(k, x, inv_mass, edges, max_length, normal)
     return active
 
 
 @njit(**_JIT)
-def solve_multilevel(x, x_snapshot, hierarchy):
+def unit_rows(normal):
+    """Scale every non-zero row of ``normal`` to unit length, in place (summed push directions)."""
+    for i in range(normal.shape[0]):
+        length_sq = normal[i, 0] * normal[i, 0] + normal[i, 1] * normal[i, 1] + normal[i, 2] * normal[i, 2]
+        if length_sq > 0.0:
+            inv = 1.0 / sqrt(length_sq)
+            normal[i, 0] *= inv
+            normal[i, 1] *= inv
+            normal[i, 2] *= inv
+
+
+@njit(**_JIT)
+def solve_multilevel(x, x_snapshot, hierarchy, normal):
     """One coarse-to-fine pass over levels L .. 1 (module docstring); the number of violating
-    coarse pairs it projected (the active set, for the diagnostics)."""
+    coarse pairs it projected (the active set, for the diagnostics). ``normal``: (N, 3) unit push
+    directions of the vertices a contact pushed in the last substep, zero rows for the others."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     active = 0
@@ -294,7 +310,7 @@ def solve_multilevel(x, x_snapshot, hierarchy):
             x_snapshot[v, d] = x[v, d]
     for level in range(levels, 0, -1):
         active += _sweep_level(
-            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
+            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1], normal
         )
         for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
             i = hz.children[c]
@@ -307,6 +323,11 @@ def solve_multilevel(x, x_snapshot, hierarchy):
                 mx += w * (x[p, 0] - x_snapshot[p, 0])
                 my += w * (x[p, 1] - x_snapshot[p, 1])
                 mz += w * (x[p, 2] - x_snapshot[p, 2])
+            inward = mx * normal[i, 0] + my * normal[i, 1] + mz * normal[i, 2]
+            if inward < 0.0:
+                mx -= inward * normal[i, 0]
+                my -= inward * normal[i, 1]
+                mz -= inward * normal[i, 2]
             x[i, 0] += mx
             x[i, 1] += my
             x[i, 2] += mz

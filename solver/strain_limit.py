@@ -6,6 +6,15 @@ violating pair is projected back onto ``L_max`` with the usual mass-weighted spl
 ``dx_i = -w_i / (w_i + w_j) C n``. With alpha = 0 the XPBD multiplier never enters the update
 (alpha~ lambda = 0) and one projection per pass makes the unilateral clamp a test on C, so no
 multiplier is stored. Used for every coarse level of :mod:`.multilevel`.
+
+Contacts: a vertex that a contact pushed in the last substep carries that push's direction
+``n`` (unit, pointing out of the collider or the other cloth; zero for a free vertex). Its share
+of the correction may slide it along the surface or lift it off, never press it in: the part of
+its correction direction ``e`` along ``-n`` is removed (``e <- e - min(e . n, 0) n``) and the
+multiplier is taken along the directions actually used, ``s = C / (w_i d . (-e_i) + w_j d . e_j)``
+(d the unit vector from j to i), the Gauss-Seidel step of the constraint restricted to the
+allowed motions. Without it the coarse links shorten their chords through a convex body and the
+contacts then push the vertices back out, stretching the links again (issue 21).
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit(k, x, inv_mass, vertices, max_length):
-    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring).
+def solve_strain_limit(k, x, inv_mass, vertices, max_length, normal):
+    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring);
+    ``normal``: (N, 3) push directions of the vertices in contact, zero rows elsewhere.
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
@@ -38,11 +48,40 @@ def solve_strain_limit(k, x, inv_mass, vertices, max_length):
     if w <= 0.0:
         return 0
     length = sqrt(length_sq)
-    s = (length - limit) / (length * w)
-    x[i, 0] -= wi * s * dx
-    x[i, 1] -= wi * s * dy
-    x[i, 2] -= wi * s * dz
-    x[j, 0] += wj * s * dx
-    x[j, 1] += wj * s * dy
-    x[j, 2] += wj * s * dz
+    # i moves along -d, j along +d; a contact normal against that direction is "inward"
+    ni = -(normal[i, 0] * dx + normal[i, 1] * dy + normal[i, 2] * dz)
+    nj = normal[j, 0] * dx + normal[j, 1] * dy + normal[j, 2] * dz
+    if ni >= 0.0 and nj >= 0.0:  # neither is pressed into a contact: the plain projection
+        s = (length - limit) / (length * w)
+        x[i, 0] -= wi * s * dx
+        x[i, 1] -= wi * s * dy
+        x[i, 2] -= wi * s * dz
+        x[j, 0] += wj * s * dx
+        x[j, 1] += wj * s * dy
+        x[j, 2] += wj * s * dz
+        return 1
+    inv_length = 1.0 / length
+    d0, d1, d2 = dx * inv_length, dy * inv_length, dz * inv_length
+    ni *= inv_length
+    nj *= inv_length
+    ei0, ei1, ei2 = -d0, -d1, -d2
+    if ni < 0.0:
+        ei0 -= ni * normal[i, 0]
+        ei1 -= ni * normal[i, 1]
+        ei2 -= ni * normal[i, 2]
+    ej0, ej1, ej2 = d0, d1, d2
+    if nj < 0.0:
+        ej0 -= nj * normal[j, 0]
+        ej1 -= nj * normal[j, 1]
+        ej2 -= nj * normal[j, 2]
+    rate = -wi * (d0 * ei0 + d1 * ei1 + d2 * ei2) + wj * (d0 * ej0 + d1 * ej1 + d2 * ej2)
+    if rate <= 1e-9 * w:  # both ends held against the pull (a chord through a body): leave it
+        return 0
+    s = (length - limit) / rate
+    x[i, 0] += wi * s * ei0
+    x[i, 1] += wi * s * ei1
+    x[i, 2] += wi * s * ei2
+    x[j, 0] += wj * s * ej0
+    x[j, 1] += wj * s * ej1
+    x[j, 2] += wj * s * ej2
     return 1

@@ -870,3 +870,38 @@ def solve_edge_edge(
             x[c, dim] += wc * kc * fl * td
             x[d, dim] += wd * kd * fl * td
     return pushed
+
+
+@njit(**_JIT)
+def add_push_normals(x, tris, edges, cv, ct, vt_side, vt_rows, vt_lam, ea, eb, ee_side, ee_rows, ee_lam, normal):
+    """Add to ``normal[i]`` the direction each pair that pushed this substep (multiplier > 0) pushed
+    vertex i: ``side n`` for a vertex-triangle pair's vertex, ``-side n`` for its triangle's corners;
+    ``side n`` for the first edge of an edge-edge pair, ``-side n`` for the second (n at x). Only
+    pairs that pushed: taking every pair within reach (as the body contacts do) held the lower of
+    two stacked sheets so that the upper one pressed it down 2.8 mm instead of 7.7 mm."""
+    for r in range(vt_rows.shape[0]):
+        if vt_lam[r] <= 0.0:
+            continue
+        c = vt_rows[r]
+        i, t = cv[c], ct[c]
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        n0, n1, n2 = triangle_normal(
+            x[ia, 0], x[ia, 1], x[ia, 2], x[ib, 0], x[ib, 1], x[ib, 2], x[ic, 0], x[ic, 1], x[ic, 2]
+        )
+        s = vt_side[c]
+        for k, sign in ((i, s), (ia, -s), (ib, -s), (ic, -s)):
+            normal[k, 0] += sign * n0
+            normal[k, 1] += sign * n1
+            normal[k, 2] += sign * n2
+    for r in range(ee_rows.shape[0]):
+        if ee_lam[r] <= 0.0:
+            continue
+        k = ee_rows[r]
+        a, b = edges[ea[k], 0], edges[ea[k], 1]
+        c, d = edges[eb[k], 0], edges[eb[k], 1]
+        _, _, _, _, _, n0, n1, n2 = _edge_frame(x, a, b, c, d)
+        s = ee_side[k]
+        for v, sign in ((a, s), (b, s), (c, -s), (d, -s)):
+            normal[v, 0] += sign * n0
+            normal[v, 1] += sign * n1
+            normal[v, 2] += sign * n2

@@ -570,6 +570,21 @@ class Colliders(ContactHandler):
                     self.c_friction,
                 )
 
+    def add_push_normals(self, x, push) -> None:
+        """Add to ``push[i]`` the outward normal of every body contact of the last narrow phase whose
+        vertex i lies, at ``x`` (the substep's end), within the contact's own distance of touching
+        (``C = n . (x - q) - r <= r``), pushed or not, for the stretch limit (:mod:`...strain_limit`).
+        Pushed contacts only: a vertex resting on a ball is pushed in some substeps only, flickers
+        between held and free, and the cloth never came to rest (mm/s after 40 frames); every row
+        within reach: a cloth leaving the ground was held by it. Self-collision pushes are not
+        reported (a :class:`~.world.CollisionWorld` reports its cloth contacts)."""
+        n = self._n_contacts
+        if n:
+            v, normal = self.c_vertex[:n], self.c_normal[:n]
+            gap = np.einsum("ij,ij->i", normal, x[v] - self.c_point[:n]) - self.c_radius[:n]
+            on = gap <= self.c_radius[:n]
+            np.add.at(push, v[on], normal[on])
+
     def snapshot(self) -> ColliderSnapshot:
         """Every collider at the current frame (start and end poses), as read-only copies (:mod:`.snapshot`):
         what code outside the collision layer reads instead of this handler's fields."""

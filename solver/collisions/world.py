@@ -125,15 +125,23 @@ class CollisionWorld:
         self.x = np.empty((n, 3))
         self.v = np.empty((n, 3))
         self.x_start = np.empty((n, 3))
+        #: the cloths' ``contact_push`` rows (views): where the contacts pushed each vertex last substep
+        self.contact_push = np.zeros((n, 3))
         for k, c in enumerate(self.cloths):
             o, e = self.offsets[k], self.offsets[k + 1]
             self.x[o:e] = c.x
             self.v[o:e] = c.v
             self.x_start[o:e] = c._x_substep_start
             c.x, c.v, c._x_substep_start = self.x[o:e], self.v[o:e], self.x_start[o:e]
+            self.contact_push[o:e] = c.contact_push
+            c.contact_push = self.contact_push[o:e]
             c.in_world = True
             c.contact_rounds = self.contact_rounds
         self.inv_mass = np.concatenate([c.inv_mass for c in self.cloths])
+        #: the cloths whose stretch limit reads the contact pushes (``ClothOptions.stretch_limit_contacts``)
+        self._push_cloths = {
+            k for k, c in enumerate(self.cloths) if c.hierarchy is not None and c.options.stretch_limit_contacts
+        }
         tris = np.concatenate([c.topology.triangles + self.offsets[k] for k, c in enumerate(self.cloths)])
         tris = tris[~np.concatenate([c.topology.degenerate_triangle for c in self.cloths])]
         edges = np.concatenate([c.topology.edges + self.offsets[k] for k, c in enumerate(self.cloths)])
@@ -294,11 +302,32 @@ class CollisionWorld:
                 self._predicted()
             elif tags[0] == "contacts":
                 self._solve()
+            elif tags[0] == "substep_end" and self._cand is not None and self._push_cloths:
+                m, cand = self.mesh, self._cand
+                cc.add_push_normals(
+                    self.x,
+                    m.tris,
+                    m.edges,
+                    cand.vt_vertex,
+                    cand.vt_triangle,
+                    cand.vt_side,
+                    self._vt_rows,
+                    self._vt_lam,
+                    cand.ee_a,
+                    cand.ee_b,
+                    cand.ee_side,
+                    self._ee_rows,
+                    self._ee_lam,
+                    self.contact_push,
+                )
+                for k, c in enumerate(self.cloths):
+                    if k not in self._push_cloths:
+                        self.contact_push[self.offsets[k] : self.offsets[k + 1]] = 0.0
         failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
         failures = [(k, f) for k, f in failures if f is not None]
         if failures:
             for c, s in zip(self.cloths, states):
-                c.x[:], c.v[:] = s.snapshot
+                c._roll_back(s)
             k, why = failures[0]
             raise SimulationError(f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)")
         if self.count_intersections:

@@ -158,7 +158,7 @@ def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit
         xm[i, d] -= eps
         grad[i, d] = (C(xp) - C(xm)) / (2 * eps)
     y = x.copy()
-    assert _sweep_level(y, inv_mass, edges, limit, 0, 1) == 1
+    assert _sweep_level(y, inv_mass, edges, limit, 0, 1, np.zeros((2, 3))) == 1
     # XPBD with alpha = 0: dx_j = -w_j grad_j C C / sum_k w_k |grad_k C|^2
     dlam = -C(x) / sum(inv_mass[k] * grad[k] @ grad[k] for k in range(2))
     for j in range(2):
@@ -167,7 +167,52 @@ def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit
     # inside the limit nothing moves
     z = y.copy()
     limit[0] = 1.5 * length
-    assert _sweep_level(z, inv_mass, edges, limit, 0, 1) == 0 and np.array_equal(z, y)
+    assert _sweep_level(z, inv_mass, edges, limit, 0, 1, np.zeros((2, 3))) == 0 and np.array_equal(z, y)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
+    """A vertex a contact pushed along n keeps its correction's tangential part only: the step is
+    the XPBD step of the constraint restricted to the allowed motions, dx_k = -w_k P_k grad_k C
+    C / sum_m w_m grad_m^T P_m grad_m (P_0 = I - n n^T, P_1 = I), with the gradient by finite
+    differences; the violation drops to second order, and with both ends held against the pull
+    (a link whose chord runs through a body) nothing moves."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, 3))
+    inv_mass = rng.uniform(0.5, 2.0, 2)
+    edges = np.array([[0, 1]], np.int64)
+    d = (x[0] - x[1]) / np.linalg.norm(x[0] - x[1])
+    n = rng.normal(size=3)
+    n -= (n @ d) * d
+    n = np.linalg.norm(n) ** -1 * n + 0.8 * d  # against vertex 0's pull toward vertex 1 (-d): n . d > 0
+    n /= np.linalg.norm(n)
+    normal = np.zeros((2, 3))
+    normal[0] = n
+    limit = np.array([0.98 * np.linalg.norm(x[0] - x[1])])
+
+    def C(y):
+        return np.linalg.norm(y[0] - y[1]) - limit[0]
+
+    eps = 1e-6
+    grad = np.zeros((2, 3))
+    for i, k in itertools.product(range(2), range(3)):
+        xp, xm = x.copy(), x.copy()
+        xp[i, k] += eps
+        xm[i, k] -= eps
+        grad[i, k] = (C(xp) - C(xm)) / (2 * eps)
+    P = [np.eye(3) - np.outer(n, n), np.eye(3)]
+    dlam = -C(x) / sum(inv_mass[k] * grad[k] @ P[k] @ grad[k] for k in range(2))
+    y = x.copy()
+    assert _sweep_level(y, inv_mass, edges, limit, 0, 1, normal) == 1
+    for k in range(2):
+        assert np.allclose(y[k] - x[k], inv_mass[k] * P[k] @ grad[k] * dlam, atol=1e-8)
+    assert abs((y[0] - x[0]) @ n) < 1e-12  # slid along the surface, not into it
+    assert abs(C(y)) < 0.05 * abs(C(x))
+    # both ends pressed against the pull: the link is left as it is
+    normal[1] = -d
+    normal[0] = d
+    z = x.copy()
+    assert _sweep_level(z, inv_mass, edges, limit, 0, 1, normal) == 0 and np.array_equal(z, x)
 
 
 # ----------------------------------------------------------------------------------------------
