@@ -120,14 +120,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     )
     friction: FloatProperty(
         name="Friction",
-        description="Static friction coefficient against colliders (kinetic friction keeps the preset's ratio)",
+        description="Static friction coefficient against colliders and other cloth (kinetic friction keeps "
+        "the preset's ratio)",
         default=0.6,
         min=0.0,
         soft_max=2.0,
     )
     thickness_m: FloatProperty(
         name="Thickness",
-        description="Cloth thickness for collisions, metres",
+        description="Cloth thickness for collisions (to colliders, other cloth and itself), metres",
         default=0.0015,
         min=1e-5,
         soft_max=0.05,
@@ -174,7 +175,24 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=1.0,
         soft_max=1.5,
     )
-    use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself", default=False)
+    use_self_collision: BoolProperty(
+        name="Self Collision",
+        description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart)",
+        default=False,
+    )
+    use_cloth_collision: BoolProperty(
+        name="Collide with Cloth",
+        description="Collides two-way with the other cloth objects of the bake (those with this on too)",
+        default=True,
+    )
+    collision_layer: IntProperty(
+        name="Layer",
+        description="Garment layer, inner = lower (a shirt 0, a jacket over it 1): in a contact of two "
+        "layers the inner one acts Layer Mass Scale times heavier",
+        default=0,
+        min=0,
+        soft_max=10,
+    )
 
     # Cloth: field weights and aerodynamics (Blender Cloth > Field Weights; Chaos Cloth's drag/lift).
     effector_collection: PointerProperty(
@@ -363,6 +381,14 @@ class SelvedgeSceneSettings(PropertyGroup):
             ),
         ),
         default="OFF",
+    )
+    layer_mass_scale: FloatProperty(
+        name="Layer Mass Scale",
+        description="In a contact between two cloth layers the inner (lower Layer) one acts this many "
+        "times heavier, so outer layers give way (1: off)",
+        default=4.0,
+        min=1.0,
+        soft_max=20.0,
     )
     use_scene_frame_range: BoolProperty(
         name="Use Scene Frame Range", description="Bake the scene's frame range", default=True

@@ -36,6 +36,8 @@ CLOTH_KEYS = (
     "use_tethers",
     "tether_scale",
     "use_self_collision",
+    "use_cloth_collision",
+    "collision_layer",
     "field_weight_gravity",
     "field_weight_all",
     "field_weight_wind",
@@ -66,6 +68,7 @@ SCENE_KEYS = (
     "iterations",
     "solve_mode",
     "network_mode",
+    "layer_mass_scale",
     "use_scene_frame_range",
     "frame_start",
     "frame_end",
@@ -194,6 +197,24 @@ def sewing_from_settings(cloth, loose_edge_pairs):
         closing_time_s=float(cloth.sewing_closing_time),
         sewing_force_max=float(cloth.sewing_force_max),
         seam=str(cloth.seam_mode).lower(),
+    )
+
+
+def cloth_collision_from_settings(cloth, material):
+    """The cloth's part in the bake's collision world (``solver.collisions.world.ClothCollision``).
+
+    Thickness and friction are the material's (``material_from_settings``: the Thickness and
+    Friction sliders), so one cloth keeps the same gap and friction against colliders, other
+    cloth and itself; ``collision_layer`` is the garment layer (inner = lower).
+    """
+    from ..solver.collisions.world import ClothCollision
+
+    return ClothCollision(
+        thickness_m=float(material.thickness_m),
+        layer=int(cloth.collision_layer),
+        self_collision=bool(cloth.use_self_collision),
+        collide_with_cloths=bool(cloth.use_cloth_collision),
+        friction=float(material.friction_static),
     )
 
 

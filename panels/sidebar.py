@@ -89,7 +89,12 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         sub = row.row()
         sub.active = s.use_tethers
         sub.prop(s, "tether_scale", text="Scale")
-        layout.prop(s, "use_self_collision")
+        col = layout.column(heading="Collisions")
+        col.prop(s, "use_self_collision")
+        col.prop(s, "use_cloth_collision")
+        sub = col.row()
+        sub.active = s.use_cloth_collision
+        sub.prop(s, "collision_layer")
 
 
 class _ClothSubpanel(_SelvedgePanel):
@@ -223,6 +228,7 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         col.operator("selvedge.bake_cache", icon="FILE_CACHE")
         col.operator("selvedge.bake_shape_keys", icon="SHAPEKEY_DATA")
         col.operator("selvedge.free_bake", icon="TRASH")
+        layout.prop(s, "layer_mass_scale")
         layout.prop(s, "network_mode")
 
 
@@ -283,6 +289,14 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         col.label(text=f"Frames {stats['frame_start']}-{stats['frame_end']} ({stats['frames']} simulated)")
         col.label(text=f"Last frame: max strain {100 * stats['strain_max']:.2f}%, P95 {100 * stats['strain_p95']:.2f}%")
         col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
+        if "intersections" in stats:
+            col.label(
+                text=f"Last frame: {stats['cloth_cloth_contacts']} cloth-cloth, {stats['self_contacts']} self contacts"
+            )
+            col.label(
+                text=f"Crossing triangle pairs: {stats['intersections']} (most in a frame {stats['intersections_max']})",
+                icon="ERROR" if stats["intersections_max"] else "CHECKMARK",
+            )
 
 
 CLASSES = (

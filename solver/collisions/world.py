@@ -167,6 +167,12 @@ class CollisionWorld:
         self._vt_lam = self._ee_lam = np.zeros(0)
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
+        #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
+        #: another cloth (``cloth_cloth``) and within the cloth (``self``); see :meth:`_count_pushing`
+        self.last_pushing_pairs_max = {
+            "cloth_cloth": np.zeros(len(self.cloths), dtype=np.int64),
+            "self": np.zeros(len(self.cloths), dtype=np.int64),
+        }
 
     # ------------------------------------------------------------------------------------------
     def _detect(self):
@@ -200,8 +206,28 @@ class CollisionWorld:
         self._det_margin = margin
         self.last_stats["detections"] += 1
 
+    def _count_pushing(self):
+        """Per cloth, the pairs of the substep just solved that pushed (multiplier > 0), split into
+        pairs with another cloth and pairs within the cloth (a cross pair counts for both cloths);
+        the frame keeps the largest count of its substeps (``last_pushing_pairs_max``)."""
+        k = len(self.cloths)
+        owner, cand = self.mesh.cloth, self._cand
+        if cand is None:
+            return
+        vt = self._vt_rows[self._vt_lam > 0.0]
+        ee = self._ee_rows[self._ee_lam > 0.0]
+        a = np.concatenate([owner[cand.vt_vertex[vt]], owner[self.mesh.edges[cand.ee_a[ee], 0]]])
+        b = np.concatenate([owner[self.mesh.tris[cand.vt_triangle[vt], 0]], owner[self.mesh.edges[cand.ee_b[ee], 0]]])
+        same = a == b
+        cross = np.bincount(a[~same], minlength=k) + np.bincount(b[~same], minlength=k)
+        own = np.bincount(a[same], minlength=k)
+        m = self.last_pushing_pairs_max
+        np.maximum(m["cloth_cloth"], cross, out=m["cloth_cloth"])
+        np.maximum(m["self"], own, out=m["self"])
+
     def _predicted(self):
         t0 = time.perf_counter()
+        self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
         if self._cand is None or cc.relative_displacement(self.x_start, self.x, self._x_det) > 0.5 * self._det_margin:
             self._detect()
         t1 = time.perf_counter()
@@ -281,6 +307,10 @@ class CollisionWorld:
         states = [c._begin_step(t, frame_dt) for c, t in zip(self.cloths, targets)]
         self._timings = {}
         self.last_stats = {"detections": 0, "vertex_triangle_active_max": 0, "edge_edge_active_max": 0, "pushes": 0}
+        for counts in self.last_pushing_pairs_max.values():
+            counts[:] = 0
+        self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)  # (the last frame's were counted)
+        self._vt_lam = self._ee_lam = np.zeros(0)
         t_frame = time.perf_counter()
         phases = [
             c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False)
@@ -294,6 +324,7 @@ class CollisionWorld:
                 self._predicted()
             elif tags[0] == "contacts":
                 self._solve()
+        self._count_pushing()  # the last substep's pairs
         failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
         failures = [(k, f) for k, f in failures if f is not None]
         if failures:
@@ -313,6 +344,8 @@ class CollisionWorld:
         self._timings["world_total"] = time.perf_counter() - t_frame
         self.last_timings_ms = {k: 1e3 * v for k, v in self._timings.items()}
         diags = [c._commit_step(s) for c, s in zip(self.cloths, states)]
-        for d in diags:
-            d.contacts.update({f"cloth_{k}": v for k, v in self.last_stats.items()})
+        for k, d in enumerate(diags):
+            d.contacts.update({f"cloth_{key}": v for key, v in self.last_stats.items()})
+            d.contacts["cloth_cloth_pushing_pairs_max"] = int(self.last_pushing_pairs_max["cloth_cloth"][k])
+            d.contacts["self_pushing_pairs_max"] = int(self.last_pushing_pairs_max["self"][k])
         return diags
