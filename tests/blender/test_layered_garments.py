@@ -28,6 +28,8 @@ from blender_scenes import fresh_blender, mesh_co
 from mathutils import Vector
 from mathutils.bvhtree import BVHTree
 
+from selvedge.operators.bake import last_bake_stats
+
 FIRST, LAST = 1, 24
 RADIUS = 0.3
 INNER_T, OUTER_T = 0.002, 0.003
@@ -149,6 +151,9 @@ def test_layered_garments_collide_through_one_world_and_never_cross(cache_dir):
         pushing = [f["contacts"]["cloth_cloth_pushing_pairs_max"] for f in doc["frames"]]
         assert min(pushing[-8:]) > 20, pushing
         pushing_self += sum(f["contacts"]["self_pushing_pairs_max"] for f in doc["frames"])
+        stats = last_bake_stats(obj)  # what the Diagnostics panel shows
+        assert stats is not None and stats["intersections_max"] == 0
+        assert stats["cloth_cloth_contacts"] == pushing[-1] > 20
     assert pushing_self > 0
 
 
@@ -178,6 +183,8 @@ def test_a_cloth_opting_out_of_cloth_collisions_passes_through_the_other(cache_d
     assert doc["settings"]["cloth_collision"]["collide_with_cloths"] is False
     assert [f["contacts"]["cloth_intersections"] for f in doc["frames"]] == (crossings + own)[1:].tolist()
     assert all(f["contacts"]["cloth_cloth_pushing_pairs_max"] == 0 for f in doc["frames"])
+    stats = last_bake_stats(outer)
+    assert stats is not None and stats["intersections_max"] == int((crossings + own).max())
 
 
 def test_the_body_data_is_built_once_for_both_cloths(cache_dir):
