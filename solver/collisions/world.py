@@ -346,6 +346,7 @@ class CollisionWorld:
         diags = [c._commit_step(s) for c, s in zip(self.cloths, states)]
         for k, d in enumerate(diags):
             d.contacts.update({f"cloth_{key}": v for key, v in self.last_stats.items()})
+            d.timings_ms.update({f"world_{key}": v for key, v in self.last_timings_ms.items()})  # shared phases
             d.contacts["cloth_cloth_pushing_pairs_max"] = int(self.last_pushing_pairs_max["cloth_cloth"][k])
             d.contacts["self_pushing_pairs_max"] = int(self.last_pushing_pairs_max["self"][k])
         return diags
