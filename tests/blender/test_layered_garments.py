@@ -211,3 +211,23 @@ def test_the_body_data_is_built_once_for_both_cloths(cache_dir):
 
     alone, both = grid_builds((True, False)), grid_builds((True, True))
     assert alone >= 6 and both == alone, (alone, both)
+
+
+def test_which_cloths_share_the_world():
+    """A cloth joins the world when it collides with itself, or with other cloths while another one
+    does too; a learned-network bake steps every cloth alone and says which would have collided."""
+    from types import SimpleNamespace
+
+    from selvedge.operators.bake.cloth_world import world_members
+
+    def cloth(name, cross=True, own=False):
+        return SimpleNamespace(name=name, selvedge=SimpleNamespace(use_cloth_collision=cross, use_self_collision=own))
+
+    assert world_members([cloth("A")], "OFF") == ([], [])  # alone, no self-collision: as before
+    assert world_members([cloth("A", own=True)], "OFF") == ([0], [])
+    assert world_members([cloth("A"), cloth("B")], "OFF") == ([0, 1], [])
+    assert world_members([cloth("A"), cloth("B", cross=False), cloth("C")], "OFF") == ([0, 2], [])
+    assert world_members([cloth("A"), cloth("B", cross=False)], "OFF") == ([], [])
+    assert world_members([cloth("A", cross=False, own=True), cloth("B")], "OFF") == ([0], [])
+    members, warnings = world_members([cloth("A"), cloth("B")], "ACCELERATION")
+    assert members == [] and len(warnings) == 1 and "A, B do not collide with each other" in warnings[0]
