@@ -200,6 +200,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     field_weight_turbulence: FloatProperty(
         name="Turbulence", default=1.0, min=0.0, soft_max=1.0, description="Scale of Turbulence fields"
     )
+    field_weight_harmonic: FloatProperty(
+        name="Harmonic", default=1.0, min=0.0, soft_max=1.0, description="Scale of Harmonic fields"
+    )
+    field_weight_charge: FloatProperty(
+        name="Charge", default=1.0, min=0.0, soft_max=1.0, description="Scale of Charge fields"
+    )
+    field_weight_drag: FloatProperty(
+        name="Drag", default=1.0, min=0.0, soft_max=1.0, description="Scale of Drag fields"
+    )
     drag_coefficient: FloatProperty(
         name="Drag Coefficient",
         description="Per-triangle aerodynamic drag against the air (wind fields are air, m/s); 0: off",

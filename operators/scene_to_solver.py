@@ -152,6 +152,9 @@ def effector_weights(cloth) -> dict:
         "force": float(cloth.field_weight_force),
         "vortex": float(cloth.field_weight_vortex),
         "turbulence": float(cloth.field_weight_turbulence),
+        "harmonic": float(cloth.field_weight_harmonic),
+        "charge": float(cloth.field_weight_charge),
+        "drag": float(cloth.field_weight_drag),
     }
 
 

@@ -171,6 +171,9 @@ class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
             "field_weight_force",
             "field_weight_vortex",
             "field_weight_turbulence",
+            "field_weight_harmonic",
+            "field_weight_charge",
+            "field_weight_drag",
         ):
             col.prop(s, name)
         col = layout.column(align=True)

@@ -1,37 +1,43 @@
-"""Force fields: Blender's Wind, Force, Vortex and Turbulence as Blender-free descriptions, evaluated
-in Numba at every vertex once per substep.
+"""Force fields: Blender's Wind, Force, Vortex, Turbulence, Harmonic, Charge and Drag fields as
+Blender-free descriptions, evaluated in Numba at every vertex.
 
 The operators build one :class:`ForceField` per field object of the evaluated scene each frame
-(its world matrix, strength, falloff, noise); nothing here knows Blender. Formulas follow
-Blender's effector code (``BKE/intern/effect.cc``: ``get_effector_data``, ``effector_falloff``,
-``falloff_func``, ``do_physical_effector``, ``wind_func``), written down here as implemented:
+(its world matrix, strength, falloff, noise); nothing here knows Blender. The formulas are those
+of Blender's effector code (``BKE/intern/effect.cc``: ``get_effector_data``, ``effector_falloff``,
+``falloff_func``, ``do_physical_effector``, ``wind_func``), checked against Blender's own
+evaluation through a particle system (tests/blender/test_field_formulas_against_blender.py):
 
-* Field frame: location ``o`` and unit axis ``z`` of the object. Shape ``point``: ``r = p - o``;
-  shape ``plane``: ``r`` is the component of ``p - o`` along ``z`` (the distance to the XY plane).
-  ``d = |r|``, ``c = z . r``.
-* Falloff (``effector_falloff``): 0 if Z Direction is ``positive`` and c < 0 (``negative``: c > 0);
-  ``sphere``: f(d); ``tube``: f(|c|) f_r(|r - c z|); ``cone``: f(|c|) f_r(angle(z, r) in degrees),
-  with ``falloff_func``: 0 beyond a used maximum, 1 inside a used minimum, else
-  ``(1 + x - x_min)^-power`` (x_min = 0 when the minimum is unused); f_r the same with the
-  radial settings and radial power. The cloth's effector weight (All x this type) multiplies it.
-* Force (``do_physical_effector``), with s the strength (plus noise) and F the falloff:
-  Wind ``s F z``; Force ``s F r/|r|``; Vortex ``s F d (z x r)/|z x r|`` (Blender's point vortex);
-  Turbulence ``s F (2 T(q) - 1)`` per axis, T Blender's ``BLI_noise_generic_turbulence`` of depth 2
-  (improved Perlin noise, octaves 1, 1/2, 1/4, sum x 4/7) at ``q = r + z`` scaled by 1/Size
-  (``p`` with Global), the axes sampled at (q_x, q_y, q_z), (q_y, q_z, q_x), (q_z, q_x, q_y).
-  Flow adds ``-flow F v``: with flow > 0 a constant field becomes a drag toward the velocity
-  ``s z / flow`` (Blender's tooltip: "convert effector force into air flow velocity").
-* Noise (``wind_func``): each evaluation adds ``sign * r / (128 g) * noise`` to the strength,
-  r uniform in 0..127 and g uniform in [1, 2): the same distribution as Blender's, drawn from a
-  counter-based hash of (seed, vertex, substep), so a bake is reproducible.
+* Field frame: the object's origin ``o`` and unit Z axis ``z``; ``q = p - o`` (Blender's
+  ``vec_to_point2``) and ``c = z . q``. The offset ``r`` from the field to the point (Blender's
+  ``vec_to_point``) depends on the shape: Point ``r = q``; Plane ``r = c z`` (from the nearest
+  point of the XY plane); Line ``r = q - c z`` (from the nearest point of the Z axis), and a
+  Vortex with shape Plane takes the Line's ``r`` too. ``d = |r|``. Harmonic with a Rest Length
+  L scales ``r`` by ``(d - L) / d`` (d itself unchanged).
+* Falloff F (``effector_falloff``): 0 if Z Direction is ``positive`` and c < 0 (``negative``:
+  c > 0); Sphere ``f(d)``; Tube ``f(|c|) f_r(|q - c z|)``; Cone ``f(|c|) f_r(angle(z, q) in
+  degrees)``, with ``falloff_func``: 0 beyond a used maximum, 1 inside a used minimum, else
+  ``(1 + x - x_min)^-power`` (x_min = 0 when the minimum is unused); f_r the same with the radial
+  settings and radial power. The cloth's effector weight (All x this type) multiplies F.
+* Force (``do_physical_effector``), with s the strength (plus noise), b the damping (Harmonic
+  Damping; Drag's second coefficient) and v the vertex velocity (m/s):
+  Wind ``s F z``; Force ``s F r/|r|`` (Gravitation: s / d^2); Vortex, shape Point:
+  ``s F d (z x r)/|z x r|``; Vortex, other shapes: ``t = s F (z x q)``, ``s F (z x t) + t - v``
+  (the point co-rotates at s F rad/s); Harmonic ``-s F r - 2 b sqrt|s| v``; Charge ``s F r``
+  (the cloth carries charge +1: Blender's own cloth carries none, its particles their Charge
+  field's strength); Drag ``-F v (min(s, 2) |v| + min(b, 2))``; Turbulence ``s F (2 T(u) - 1)``
+  per axis, T Blender's ``BLI_noise_generic_turbulence`` of depth 2 (:mod:`.field_noise`) at
+  ``u = q + z`` (``p`` with Global) scaled by 1/Size, the axes sampled at (u_x, u_y, u_z),
+  (u_y, u_z, u_x), (u_z, u_x, u_y). Flow (Inflow for a Vortex) adds ``-flow F v`` except to
+  Harmonic and Drag: with flow > 0 a constant field becomes a drag toward ``s z / flow``.
+* Noise (``wind_func``): each evaluation adds ``sign * r / (128 g) * noise`` to the strength
+  (and, for Harmonic and Drag, another draw to the damping), r uniform in 0..127 and g uniform
+  in [1, 2): Blender's distribution, drawn from a counter-based hash of (seed, vertex, update),
+  so a bake is reproducible.
 
-Units: Blender's particles divide the force by the particle mass (1 kg by default); Selvedge
-applies the field value as an acceleration (m/s^2), i.e. as on Blender's 1 kg particle, so a
-cloth's response does not depend on its mesh resolution. When the cloth has aerodynamics
-(:mod:`.aerodynamics`), Wind fields instead set the air velocity ``s F z`` (m/s) that the drag and
-lift (and the per-vertex air drag) act against: that is how wind flutters a flag. Perlin
-permutations come from the field's seed (not Blender's fixed table), so turbulence matches
-Blender's in construction and statistics, not bit for bit.
+Units: as on Blender's particles (1 kg, velocities per second), the field value is an
+acceleration (m/s^2), so a cloth's response does not depend on its mesh resolution. When the cloth
+has aerodynamics (:mod:`.aerodynamics`), Wind fields instead set the air velocity ``s F z`` (m/s)
+that the drag and lift (and the per-vertex air drag) act against: that is how wind flutters a flag.
 """
 
 from __future__ import annotations
@@ -45,12 +51,15 @@ from numba import njit
 from . import _numba_setup  # noqa: F401
 from .aerodynamics import add_aerodynamic_accelerations
 from .errors import ClothInputError
+from .field_noise import turbulence, wind_noise
 from .kernels import _JIT
 
-FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
-SHAPES = ("point", "plane")
+FIELD_KINDS = ("wind", "force", "vortex", "turbulence", "harmonic", "charge", "drag")
+SHAPES = ("point", "plane", "line")
 FALLOFF_TYPES = ("sphere", "tube", "cone")
 Z_DIRECTIONS = ("both", "positive", "negative")
+WIND, FORCE, VORTEX, TURBULENCE, HARMONIC, CHARGE, DRAG = range(7)
+POINT, PLANE, LINE = range(3)
 
 # Columns of the packed (F, N_COLUMNS) parameter table the kernel reads.
 (
@@ -81,15 +90,18 @@ Z_DIRECTIONS = ("both", "positive", "negative")
     K_SIZE,
     K_GLOBAL,
     K_WEIGHT,
-) = range(27)
-N_COLUMNS = 27
+    K_DAMPING,
+    K_REST_LENGTH,
+    K_GRAVITATION,
+) = range(30)
+N_COLUMNS = 30
 
 
 @dataclass
 class ForceField:
     """One field object, in world space (metres, seconds). Names follow Blender's Field settings."""
 
-    kind: str  # "wind" | "force" | "vortex" | "turbulence"
+    kind: str  # one of FIELD_KINDS
     location: tuple = (0.0, 0.0, 0.0)
     #: the object's local Z axis in world space (normalised here); wind blows along it
     direction: tuple = (0.0, 0.0, 1.0)
@@ -115,6 +127,12 @@ class ForceField:
     use_global_coords: bool = False
     #: the cloth's effector weight for this field (Blender: All x the field type's weight)
     weight: float = 1.0
+    #: Harmonic: Damping (1: critical), 1/s per sqrt(strength); Drag: the linear coefficient (1/s)
+    damping: float = 1.0
+    #: Harmonic: Rest Length (m), the distance at which the spring pulls nothing (0: none)
+    rest_length: float = 0.0
+    #: Force: Gravitation, the strength falls off with 1 / distance^2
+    use_gravity_falloff: bool = False
 
     def validate(self) -> None:
         for name, allowed in (
@@ -143,6 +161,8 @@ class ForceField:
             "noise",
             "size",
             "weight",
+            "damping",
+            "rest_length",
         ):
             if not math.isfinite(getattr(self, name)):
                 raise ClothInputError(f"force field {name} must be finite, got {getattr(self, name)}")
@@ -182,6 +202,9 @@ class ForceField:
                 self.size,
                 self.use_global_coords,
                 self.weight,
+                self.damping,
+                self.rest_length,
+                self.use_gravity_falloff,
             ],
             dtype=np.float64,
         )
@@ -198,6 +221,18 @@ def pack_fields(fields) -> tuple[np.ndarray, np.ndarray]:
         p = np.random.default_rng(int(f.seed)).permutation(256)
         perms[k] = np.concatenate([p, p])
     return table, perms
+
+
+def evaluate_fields(fields, positions, velocities=None, update=0) -> np.ndarray:
+    """(n, 3) acceleration (m/s^2) of ``fields`` at world ``positions`` (m) moving at
+    ``velocities`` (m/s, default at rest): the kernel the step loop runs, for one evaluation
+    (``update`` numbers the evaluation for the strength noise)."""
+    x = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1, 3)
+    v = np.zeros_like(x) if velocities is None else np.ascontiguousarray(velocities, dtype=np.float64)
+    acc, air = np.zeros_like(x), np.zeros_like(x)
+    table, perms = pack_fields(fields)
+    field_accelerations(x, v, np.ones(x.shape[0]), table, perms, update, False, acc, air)
+    return acc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -217,121 +252,15 @@ def falloff_func(x, use_min, x_min, use_max, x_max, power):
 
 
 @njit(inline="always", **_JIT)
-def _fade(t):
-    return t * t * t * (t * (t * 6.0 - 15.0) + 10.0)
-
-
-#: Perlin's 16 gradient directions of the improved noise (the 12 cube-edge midpoints, 4 repeated),
-#: as a table: the reference's branches on the hash mispredict at random and cost more than the lookups
-_GRADIENTS = np.array(
-    [
-        [1, 1, 0],
-        [-1, 1, 0],
-        [1, -1, 0],
-        [-1, -1, 0],
-        [1, 0, 1],
-        [-1, 0, 1],
-        [1, 0, -1],
-        [-1, 0, -1],
-        [0, 1, 1],
-        [0, -1, 1],
-        [0, 1, -1],
-        [0, -1, -1],
-        [1, 1, 0],
-        [0, -1, 1],
-        [-1, 1, 0],
-        [0, -1, -1],
-    ],
-    dtype=np.float64,
-)
-
-
-@njit(inline="always", **_JIT)
-def _grad(hash_value, x, y, z):
-    g = _GRADIENTS[hash_value & 15]
-    return g[0] * x + g[1] * y + g[2] * z
-
-
-@njit(inline="always", **_JIT)
-def _lerp(t, a, b):
-    return a + t * (b - a)
-
-
-@njit(inline="always", **_JIT)
-def improved_noise(p, x, y, z):
-    """Ken Perlin's improved noise (2002) with permutation ``p`` (512 entries), in about [-1, 1]."""
-    fx, fy, fz = math.floor(x), math.floor(y), math.floor(z)
-    xi, yi, zi = int(fx) & 255, int(fy) & 255, int(fz) & 255
-    x -= fx
-    y -= fy
-    z -= fz
-    u, v, w = _fade(x), _fade(y), _fade(z)
-    a = p[xi] + yi
-    aa = p[a] + zi
-    ab = p[a + 1] + zi
-    b = p[xi + 1] + yi
-    ba = p[b] + zi
-    bb = p[b + 1] + zi
-    return _lerp(
-        w,
-        _lerp(
-            v,
-            _lerp(u, _grad(p[aa], x, y, z), _grad(p[ba], x - 1, y, z)),
-            _lerp(u, _grad(p[ab], x, y - 1, z), _grad(p[bb], x - 1, y - 1, z)),
-        ),
-        _lerp(
-            v,
-            _lerp(u, _grad(p[aa + 1], x, y, z - 1), _grad(p[ba + 1], x - 1, y, z - 1)),
-            _lerp(u, _grad(p[ab + 1], x, y - 1, z - 1), _grad(p[bb + 1], x - 1, y - 1, z - 1)),
-        ),
-    )
-
-
-@njit(**_JIT)
-def turbulence(p, size, x, y, z):
-    """Blender's ``BLI_noise_generic_turbulence(size, x, y, z, oct=2, hard=False)`` over improved
-    Perlin noise mapped to [0, 1]: octaves at scale 1, 2, 4 with amplitude 1, 1/2, 1/4, x 4/7."""
-    x, y, z = x / size, y / size, z / size
-    total = 0.0
-    amp = 1.0
-    scale = 1.0
-    for _ in range(3):
-        total += amp * (0.5 + 0.5 * improved_noise(p, scale * x, scale * y, scale * z))
-        amp *= 0.5
-        scale *= 2.0
-    return total * (4.0 / 7.0)
-
-
-@njit(inline="always", **_JIT)
-def _hash_unit(seed, vertex, counter, salt):
-    """A uniform number in [0, 1) from (seed, vertex, counter, salt) (splitmix64 finaliser)."""
-    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(vertex) * np.uint64(0xBF58476D1CE4E5B9)
-    z = z + np.uint64(counter) * np.uint64(0x94D049BB133111EB) + np.uint64(salt)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@njit(inline="always", **_JIT)
-def wind_noise(noise, seed, vertex, counter):
-    """Blender's ``wind_func``: ``sign * r / (128 g) * noise`` with r in 0..127, g in [1, 2)."""
-    r = int(_hash_unit(seed, vertex, counter, 1) * 128.0)
-    g = 1.0 + _hash_unit(seed, vertex, counter, 2)
-    sign = 1.0 if r > 64 else -1.0
-    return sign * (r / g) * noise / 128.0
-
-
-@njit(inline="always", **_JIT)
-def field_falloff(f, rx, ry, rz):
-    """``effector_falloff`` of field row ``f`` at offset r (the weight included)."""
+def field_falloff(f, d, qx, qy, qz):
+    """``effector_falloff`` of field row ``f`` at a point at distance ``d`` from the field (by its
+    shape) and offset q from the field object's origin (the weight included)."""
     zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
-    c = zx * rx + zy * ry + zz * rz
+    c = zx * qx + zy * qy + zz * qz
     zdir = int(f[K_ZDIR])
     if (zdir == 1 and c < 0.0) or (zdir == 2 and c > 0.0):
         return 0.0
     kind = int(f[K_FALLOFF])
-    d = math.sqrt(rx * rx + ry * ry + rz * rz)
     out = f[K_WEIGHT]
     if kind == 0:
         return out * falloff_func(d, f[K_USE_MIN] != 0, f[K_MIN], f[K_USE_MAX] != 0, f[K_MAX], f[K_POWER])
@@ -339,10 +268,11 @@ def field_falloff(f, rx, ry, rz):
     if out == 0.0:
         return 0.0
     if kind == 1:
-        px, py, pz = rx - c * zx, ry - c * zy, rz - c * zz
+        px, py, pz = qx - c * zx, qy - c * zy, qz - c * zz
         radial = math.sqrt(px * px + py * py + pz * pz)
     else:
-        cos = c / d if d > 0.0 else 1.0
+        q = math.sqrt(qx * qx + qy * qy + qz * qz)
+        cos = c / q if q > 0.0 else 1.0
         radial = math.degrees(math.acos(min(1.0, max(-1.0, cos))))
     return out * falloff_func(radial, f[K_USE_RMIN] != 0, f[K_RMIN], f[K_USE_RMAX] != 0, f[K_RMAX], f[K_RPOWER])
 
@@ -351,57 +281,96 @@ def field_falloff(f, rx, ry, rz):
 def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acceleration, air_velocity):
     """Add every field's effect at every free vertex: accelerations (m/s^2) to ``acceleration``;
     with ``wind_as_air`` Wind fields add their vector (m/s) to ``air_velocity`` instead (the
-    aerodynamic model's air). ``counter`` numbers the substep (noise draws)."""
+    aerodynamic model's air). ``counter`` numbers the evaluation (noise draws)."""
     for i in range(x.shape[0]):
         if inv_mass[i] == 0.0:
             continue
+        vx, vy, vz = v[i, 0], v[i, 1], v[i, 2]
         for k in range(fields.shape[0]):
             f = fields[k]
             kind = int(f[K_KIND])
+            shape = int(f[K_SHAPE])
             zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
-            rx, ry, rz = x[i, 0] - f[K_OX], x[i, 1] - f[K_OY], x[i, 2] - f[K_OZ]
-            if int(f[K_SHAPE]) == 1:  # plane: the offset along the axis only
-                c = rx * zx + ry * zy + rz * zz
+            qx, qy, qz = x[i, 0] - f[K_OX], x[i, 1] - f[K_OY], x[i, 2] - f[K_OZ]
+            c = qx * zx + qy * zy + qz * zz
+            if shape == POINT:
+                rx, ry, rz = qx, qy, qz
+            elif shape == PLANE and kind != VORTEX:  # from the nearest point of the XY plane
                 rx, ry, rz = c * zx, c * zy, c * zz
-            fall = field_falloff(f, rx, ry, rz)
+            else:  # Line (and a Plane vortex): from the nearest point of the Z axis
+                rx, ry, rz = qx - c * zx, qy - c * zy, qz - c * zz
+            d = math.sqrt(rx * rx + ry * ry + rz * rz)
+            fall = field_falloff(f, d, qx, qy, qz)
             if fall == 0.0:
                 continue
             s = f[K_STRENGTH]
+            damping = f[K_DAMPING]
             if f[K_NOISE] > 0.0:
-                s += wind_noise(f[K_NOISE], int(f[K_SEED]), i, counter * fields.shape[0] + k)
-            s *= fall
+                draw = counter * fields.shape[0] + k
+                s += wind_noise(f[K_NOISE], int(f[K_SEED]), i, draw, 0)
+                if kind == HARMONIC or kind == DRAG:
+                    damping += wind_noise(f[K_NOISE], int(f[K_SEED]), i, draw, 1)
             ax = ay = az = 0.0
-            if kind == 0:
-                ax, ay, az = s * zx, s * zy, s * zz
+            if kind == WIND:
+                ax, ay, az = s * fall * zx, s * fall * zy, s * fall * zz
                 if wind_as_air:
                     air_velocity[i, 0] += ax
                     air_velocity[i, 1] += ay
                     air_velocity[i, 2] += az
                     continue
-            elif kind == 1:
-                d = math.sqrt(rx * rx + ry * ry + rz * rz)
+            elif kind == FORCE:
+                if f[K_GRAVITATION] != 0.0:
+                    s = 0.0 if d < 1.1920929e-07 else s / (d * d)
                 if d > 0.0:
-                    ax, ay, az = s * rx / d, s * ry / d, s * rz / d
-            elif kind == 2:
-                tx, ty, tz = zy * rz - zz * ry, zz * rx - zx * rz, zx * ry - zy * rx
-                t = math.sqrt(tx * tx + ty * ty + tz * tz)
-                if t > 0.0:
-                    d = math.sqrt(rx * rx + ry * ry + rz * rz)
-                    ax, ay, az = s * d * tx / t, s * d * ty / t, s * d * tz / t
+                    g = s * fall / d
+                    ax, ay, az = g * rx, g * ry, g * rz
+            elif kind == VORTEX:
+                if shape == POINT:
+                    tx, ty, tz = zy * rz - zz * ry, zz * rx - zx * rz, zx * ry - zy * rx
+                    t = math.sqrt(tx * tx + ty * ty + tz * tz)
+                    if t > 0.0:
+                        g = s * fall * d / t
+                        ax, ay, az = g * tx, g * ty, g * tz
+                else:  # co-rotation at s F rad/s about the axis: swirl, centripetal pull, unit drag
+                    g = s * fall
+                    tx, ty, tz = g * (zy * qz - zz * qy), g * (zz * qx - zx * qz), g * (zx * qy - zy * qx)
+                    ax = g * (zy * tz - zz * ty) + tx - vx
+                    ay = g * (zz * tx - zx * tz) + ty - vy
+                    az = g * (zx * ty - zy * tx) + tz - vz
+            elif kind == HARMONIC:
+                rest = f[K_REST_LENGTH]
+                if rest != 0.0 and d > 0.0:
+                    scale = (d - rest) / d
+                    rx, ry, rz = rx * scale, ry * scale, rz * scale
+                g = -s * fall
+                b = -damping * 2.0 * math.sqrt(abs(s))
+                ax, ay, az = g * rx + b * vx, g * ry + b * vy, g * rz + b * vz
+            elif kind == CHARGE:
+                g = s * fall
+                ax, ay, az = g * rx, g * ry, g * rz
+            elif kind == DRAG:
+                speed = math.sqrt(vx * vx + vy * vy + vz * vz)
+                g = -fall * (min(s, 2.0) * speed + min(damping, 2.0))
+                ax, ay, az = g * vx, g * vy, g * vz
             else:
                 if f[K_GLOBAL] != 0.0:
-                    qx, qy, qz = x[i, 0], x[i, 1], x[i, 2]
+                    ux, uy, uz = x[i, 0], x[i, 1], x[i, 2]
                 else:
-                    qx, qy, qz = rx + zx, ry + zy, rz + zz
+                    ux, uy, uz = qx + zx, qy + zy, qz + zz
                 p = perms[k]
                 size = f[K_SIZE]
-                ax = s * (2.0 * turbulence(p, size, qx, qy, qz) - 1.0)
-                ay = s * (2.0 * turbulence(p, size, qy, qz, qx) - 1.0)
-                az = s * (2.0 * turbulence(p, size, qz, qx, qy) - 1.0)
-            flow = f[K_FLOW] * fall
-            acceleration[i, 0] += ax - flow * v[i, 0]
-            acceleration[i, 1] += ay - flow * v[i, 1]
-            acceleration[i, 2] += az - flow * v[i, 2]
+                g = s * fall
+                ax = g * (2.0 * turbulence(p, size, ux, uy, uz) - 1.0)
+                ay = g * (2.0 * turbulence(p, size, uy, uz, ux) - 1.0)
+                az = g * (2.0 * turbulence(p, size, uz, ux, uy) - 1.0)
+            if kind != HARMONIC and kind != DRAG:
+                flow = f[K_FLOW] * fall
+                ax -= flow * vx
+                ay -= flow * vy
+                az -= flow * vz
+            acceleration[i, 0] += ax
+            acceleration[i, 1] += ay
+            acceleration[i, 2] += az
 
 
 @dataclass
@@ -478,6 +447,8 @@ class ExternalForces:
 
 
 #: Blender's FieldSettings properties :func:`field_from_blender` reads (``bpy.types.FieldSettings``).
+#: ``harmonic_damping`` is Blender's one damping value (the Drag field's Quadratic shows it too),
+#: ``rest_length`` and ``size`` are one value (Harmonic's Rest Length, Turbulence's Size).
 BLENDER_FIELD_SETTINGS = (
     "type",
     "shape",
@@ -499,25 +470,86 @@ BLENDER_FIELD_SETTINGS = (
     "use_radial_max",
     "radial_max",
     "z_direction",
+    "harmonic_damping",
+    "use_gravity_falloff",
+    "apply_to_location",
+    "use_absorption",
 )
-_BLENDER_KINDS = {"WIND": "wind", "FORCE": "force", "VORTEX": "vortex", "TURBULENCE": "turbulence"}
+_BLENDER_KINDS = {
+    "WIND": "wind",
+    "FORCE": "force",
+    "VORTEX": "vortex",
+    "TURBULENCE": "turbulence",
+    "HARMONIC": "harmonic",
+    "CHARGE": "charge",
+    "DRAG": "drag",
+}
+#: Why each field type Selvedge does not simulate is left out (the bake report says it).
+_NOT_SIMULATED = {
+    "MAGNET": "a Magnetic field acts on moving charges; cloth carries none",
+    "TEXTURE": "a Texture field needs Blender's texture evaluation at every vertex each substep",
+    "GUIDE": "a Curve Guide steers particles along a curve; it has no force on cloth",
+    "BOID": "a Boid field acts in Blender's boid simulation only",
+    "LENNARDJ": "a Lennard-Jones field acts between particles of a size; cloth vertices have none",
+    "FLUID_FLOW": "a Fluid Flow field needs the fluid domain's velocity grid",
+}
+_SHAPES_NOT_SIMULATED = {
+    "SURFACE": "shape Surface (the field from the nearest point of the object's surface) is not "
+    "simulated: use Point, Line or Plane",
+    "POINTS": "shape Every Point (one field at every vertex of the object) is not simulated: use Point, Line or Plane",
+}
+_COPIED = (
+    "strength",
+    "flow",
+    "noise",
+    "seed",
+    "size",
+    "use_global_coords",
+    "falloff_power",
+    "use_min_distance",
+    "distance_min",
+    "use_max_distance",
+    "distance_max",
+    "radial_falloff",
+    "use_radial_min",
+    "radial_min",
+    "use_radial_max",
+    "radial_max",
+    "use_gravity_falloff",
+)
 
 
 def field_from_blender(settings: dict, matrix_world, effector_weights: dict | None = None):
     """(ForceField or None, reason) from a field object's settings, read by name from Blender's
     ``object.field`` (:data:`BLENDER_FIELD_SETTINGS`), its 4x4 world matrix, and the cloth's
     ``effector_weights`` (``all`` and one entry per field type, Blender's names). Blender-free,
-    so the operators only read attributes; a field Selvedge does not simulate gives None and
-    the reason (for the bake's warnings)."""
-    kind = _BLENDER_KINDS.get(str(settings.get("type")))
+    so the operators only read attributes. A field Selvedge does not simulate gives None and the
+    reason (for the bake report); one with Apply to Location off gives None and no reason (it
+    moves nothing in Blender either); a simulated field whose option is not gives the field and
+    the reason."""
+    type_name = str(settings.get("type"))
+    kind = _BLENDER_KINDS.get(type_name)
     if kind is None:
-        return None, f"field type {settings.get('type')!r} is not simulated (Wind, Force, Vortex, Turbulence are)"
-    shape = str(settings.get("shape", "POINT")).lower()
+        why = _NOT_SIMULATED.get(type_name, "unknown type")
+        return None, f"field type {type_name!r} is not simulated ({why}); simulated: " + ", ".join(
+            k.title() for k in _BLENDER_KINDS
+        )
+    if not settings.get("apply_to_location", True):
+        return None, ""
+    shape_name = str(settings.get("shape", "POINT"))
+    if shape_name in _SHAPES_NOT_SIMULATED:
+        return None, f"field shape {shape_name!r}: " + _SHAPES_NOT_SIMULATED[shape_name]
+    shape = shape_name.lower()
     if shape not in SHAPES:
-        return None, f"field shape {settings.get('shape')!r} is not simulated (Point and Plane are)"
+        return None, f"field shape {shape_name!r} is not simulated (Point, Line and Plane are)"
     m = np.asarray(matrix_world, dtype=np.float64).reshape(4, 4)
     weights = effector_weights or {}
     weight = float(weights.get("all", 1.0)) * float(weights.get(kind, 1.0))
+    values = {k: type(getattr(ForceField, k))(settings[k]) for k in _COPIED if k in settings}
+    if "harmonic_damping" in settings:
+        values["damping"] = float(settings["harmonic_damping"])
+    if kind == "harmonic":  # Blender's f_size: the Rest Length here, the noise Size of a Turbulence
+        values["rest_length"] = values.pop("size", 0.0)
     field = ForceField(
         kind=kind,
         location=tuple(m[:3, 3]),
@@ -526,13 +558,12 @@ def field_from_blender(settings: dict, matrix_world, effector_weights: dict | No
         falloff_type=str(settings.get("falloff_type", "SPHERE")).lower(),
         z_direction=str(settings.get("z_direction", "BOTH")).lower(),
         weight=weight,
-        **{
-            k: type(getattr(ForceField, k))(settings[k])
-            for k in BLENDER_FIELD_SETTINGS
-            if k in settings and k not in ("type", "shape", "falloff_type", "z_direction")
-        },
+        **values,
     )
     if field.size <= 0.0:  # Blender's turbulence skips the scaling for Size 0: the same as 1
         field.size = 1.0
     field.validate()
-    return field, ""
+    reason = ""
+    if settings.get("use_absorption"):
+        reason = "Absorption (colliders shading the field) is not simulated: the field acts through colliders"
+    return field, reason

@@ -24,7 +24,8 @@ def field_objects(scene, cloth_settings):
 
 
 def read_force_fields(scene, depsgraph, obj, unit: float):
-    """(ForceField list, warnings) acting on cloth ``obj`` at the depsgraph's frame."""
+    """(ForceField list, warnings) acting on cloth ``obj`` at the depsgraph's frame; a field type,
+    shape or option Selvedge does not simulate gives a warning naming the object and what."""
     from ...solver.forces import BLENDER_FIELD_SETTINGS, field_from_blender
 
     weights = effector_weights(obj.selvedge)
@@ -40,9 +41,9 @@ def read_force_fields(scene, depsgraph, obj, unit: float):
         matrix = np.array(evaluated.matrix_world, dtype=np.float64)
         matrix[:3, 3] *= unit
         field, reason = field_from_blender(settings, matrix, weights)
-        if field is None:
+        if reason:
             warnings.append(f"{source.name}: {reason}")
-        else:
+        if field is not None:
             fields.append(field)
     return fields, warnings
 
