@@ -51,7 +51,7 @@ from numba import njit
 from . import _numba_setup  # noqa: F401
 from .aerodynamics import add_aerodynamic_accelerations
 from .errors import ClothInputError
-from .field_noise import turbulence, wind_noise
+from .field_noise import turbulence_axes, wind_noise
 from .kernels import _JIT
 
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence", "harmonic", "charge", "drag")
@@ -360,9 +360,8 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
                 p = perms[k]
                 size = f[K_SIZE]
                 g = s * fall
-                ax = g * (2.0 * turbulence(p, size, ux, uy, uz) - 1.0)
-                ay = g * (2.0 * turbulence(p, size, uy, uz, ux) - 1.0)
-                az = g * (2.0 * turbulence(p, size, uz, ux, uy) - 1.0)
+                tx, ty, tz = turbulence_axes(p, size, ux, uy, uz)
+                ax, ay, az = g * (2.0 * tx - 1.0), g * (2.0 * ty - 1.0), g * (2.0 * tz - 1.0)
             if kind != HARMONIC and kind != DRAG:
                 flow = f[K_FLOW] * fall
                 ax -= flow * vx

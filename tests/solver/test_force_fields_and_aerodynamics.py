@@ -319,3 +319,27 @@ def test_blender_field_settings_translate_by_name():
     assert skipped is None and "MAGNET" in why
     skipped, why = field_from_blender({"type": "FORCE", "shape": "SURFACE"}, m)
     assert skipped is None and "SURFACE" in why
+
+
+def test_the_three_turbulence_axes_are_blenders_three_samples():
+    """The kernel computes the three axes together (shared lattice cell); each must equal the
+    octave sum at Blender's permuted sample points (y, z, x) and (z, x, y)."""
+    from numba import njit
+
+    from selvedge.solver.field_noise import turbulence, turbulence_axes
+
+    @njit
+    def both(p, size, pts):
+        out = np.empty((pts.shape[0], 6))
+        for i in range(pts.shape[0]):
+            x, y, z = pts[i, 0], pts[i, 1], pts[i, 2]
+            out[i, 0], out[i, 1], out[i, 2] = turbulence_axes(p, size, x, y, z)
+            out[i, 3] = turbulence(p, size, x, y, z)
+            out[i, 4] = turbulence(p, size, y, z, x)
+            out[i, 5] = turbulence(p, size, z, x, y)
+        return out
+
+    _, perms = pack_fields([ForceField("turbulence", seed=4)])
+    out = both(perms[0], 0.3, np.random.default_rng(5).uniform(-3, 3, (2000, 3)))
+    assert out[:, :3].std() > 0.05
+    np.testing.assert_allclose(out[:, :3], out[:, 3:], atol=1e-12)
