@@ -223,6 +223,13 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=0.0,
         soft_max=2.0,
     )
+    air_density: FloatProperty(
+        name="Air Density",
+        description="Density of the air the drag and lift act in, kg/m^3 (water: 1000)",
+        default=1.225,
+        min=0.0,
+        soft_max=1000.0,
+    )
 
     # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
     use_sewing_springs: BoolProperty(
@@ -240,6 +247,11 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=0.0,
         soft_max=5.0,
         unit="TIME_ABSOLUTE",
+    )
+    use_seam_bending: BoolProperty(
+        name="Bend Across Seams",
+        description="Closed seams resist bending like the cloth (off: a seam is a free hinge)",
+        default=True,
     )
     seam_mode: EnumProperty(
         name="Seams",
@@ -349,6 +361,14 @@ class SelvedgeSceneSettings(PropertyGroup):
     )
     iterations: IntProperty(
         name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
+    )
+    force_updates_per_frame: IntProperty(
+        name="Field Updates",
+        description="Evaluations of the force fields and aerodynamics per frame, held in between "
+        "(raise for strong Flow, stiff Harmonic fields or light, draggy cloth)",
+        default=1,
+        min=1,
+        soft_max=10,
     )
     solve_mode: EnumProperty(
         name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"

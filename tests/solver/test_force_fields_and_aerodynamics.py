@@ -343,3 +343,32 @@ def test_the_three_turbulence_axes_are_blenders_three_samples():
     out = both(perms[0], 0.3, np.random.default_rng(5).uniform(-3, 3, (2000, 3)))
     assert out[:, :3].std() > 0.05
     np.testing.assert_allclose(out[:, :3], out[:, 3:], atol=1e-12)
+
+
+@pytest.mark.parametrize(("damping", "analytic"), [(0.0, "cos"), (1.0, "critical")])
+def test_a_harmonic_field_is_a_spring_of_rate_sqrt_strength(damping, analytic):
+    """Harmonic, strength s, damping b: x'' = -s x - 2 b sqrt(s) x'. b = 0: x0 cos(w t); b = 1
+    (critical): x0 (1 + w t) exp(-w t), w = sqrt(s). At the default one field update a frame: the
+    spring is evaluated every substep (held over a frame it doubles its energy in 10 s)."""
+    s, x0 = 4.0, 0.3
+    w = np.sqrt(s)
+    pos = np.array([[0.0, 0.0, 0.0], [0.01, 0.0, 0.0], [0.0, 0.01, 0.0]])
+    pos += [x0, 0.0, 0.0] - pos.mean(axis=0)
+    settings = SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0))
+    assert settings.force_updates_per_frame == 1
+    cloth = Cloth(
+        pos,
+        [[0, 1, 2]],
+        material=Material(air_drag_per_s=0.0),
+        settings=settings,
+        options=OFF,
+        force_fields=[ForceField("harmonic", strength=s, damping=damping)],
+    )
+    fps = cloth.settings.fps
+    errors = []
+    for frame in range(1, 10 * 24 + 1):
+        cloth.step()
+        t = frame / fps
+        expected = x0 * np.cos(w * t) if analytic == "cos" else x0 * (1 + w * t) * np.exp(-w * t)
+        errors.append(abs(cloth.positions[:, 0].mean() - expected))
+    assert max(errors) < 0.02 * x0
