@@ -93,8 +93,9 @@ POINT, PLANE, LINE = range(3)
     K_DAMPING,
     K_REST_LENGTH,
     K_GRAVITATION,
-) = range(30)
-N_COLUMNS = 30
+    K_UNIT,
+) = range(31)
+N_COLUMNS = 31
 
 
 @dataclass
@@ -133,6 +134,9 @@ class ForceField:
     rest_length: float = 0.0
     #: Force: Gravitation, the strength falls off with 1 / distance^2
     use_gravity_falloff: bool = False
+    #: metres per Blender unit of the scene the field is read from: Blender's falloff
+    #: ``(1 + x - x_min)^-power`` and the Drag field's cap of 2 on its speed factor are in those units
+    length_unit_m: float = 1.0
 
     def validate(self) -> None:
         for name, allowed in (
@@ -166,6 +170,8 @@ class ForceField:
         ):
             if not math.isfinite(getattr(self, name)):
                 raise ClothInputError(f"force field {name} must be finite, got {getattr(self, name)}")
+        if not (math.isfinite(self.length_unit_m) and self.length_unit_m > 0):
+            raise ClothInputError(f"force field length_unit_m must be positive, got {self.length_unit_m}")
         if self.kind == "turbulence" and not self.size > 0:
             raise ClothInputError(f"turbulence size must be positive, got {self.size}")
 
@@ -205,6 +211,7 @@ class ForceField:
                 self.damping,
                 self.rest_length,
                 self.use_gravity_falloff,
+                self.length_unit_m,
             ],
             dtype=np.float64,
         )
@@ -262,19 +269,24 @@ def field_falloff(f, d, qx, qy, qz):
         return 0.0
     kind = int(f[K_FALLOFF])
     out = f[K_WEIGHT]
+    # Blender's falloff is in the scene's units (1 + x is not scale-free): lengths in those units
+    inv = 1.0 / f[K_UNIT]
+    use_min, x_min, use_max, x_max = f[K_USE_MIN] != 0, f[K_MIN] * inv, f[K_USE_MAX] != 0, f[K_MAX] * inv
     if kind == 0:
-        return out * falloff_func(d, f[K_USE_MIN] != 0, f[K_MIN], f[K_USE_MAX] != 0, f[K_MAX], f[K_POWER])
-    out *= falloff_func(abs(c), f[K_USE_MIN] != 0, f[K_MIN], f[K_USE_MAX] != 0, f[K_MAX], f[K_POWER])
+        return out * falloff_func(d * inv, use_min, x_min, use_max, x_max, f[K_POWER])
+    out *= falloff_func(abs(c) * inv, use_min, x_min, use_max, x_max, f[K_POWER])
     if out == 0.0:
         return 0.0
+    use_rmin, r_min, use_rmax, r_max = f[K_USE_RMIN] != 0, f[K_RMIN], f[K_USE_RMAX] != 0, f[K_RMAX]
     if kind == 1:
         px, py, pz = qx - c * zx, qy - c * zy, qz - c * zz
-        radial = math.sqrt(px * px + py * py + pz * pz)
-    else:
+        radial = math.sqrt(px * px + py * py + pz * pz) * inv
+        r_min, r_max = r_min * inv, r_max * inv
+    else:  # degrees
         q = math.sqrt(qx * qx + qy * qy + qz * qz)
         cos = c / q if q > 0.0 else 1.0
         radial = math.degrees(math.acos(min(1.0, max(-1.0, cos))))
-    return out * falloff_func(radial, f[K_USE_RMIN] != 0, f[K_RMIN], f[K_USE_RMAX] != 0, f[K_RMAX], f[K_RPOWER])
+    return out * falloff_func(radial, use_rmin, r_min, use_rmax, r_max, f[K_RPOWER])
 
 
 @njit(**_JIT)
@@ -350,7 +362,7 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
                 ax, ay, az = g * rx, g * ry, g * rz
             elif kind == DRAG:
                 speed = math.sqrt(vx * vx + vy * vy + vz * vz)
-                g = -fall * (min(s, 2.0) * speed + min(damping, 2.0))
+                g = -fall * (min(s, 2.0 / f[K_UNIT]) * speed + min(damping, 2.0))
                 ax, ay, az = g * vx, g * vy, g * vz
             else:
                 if f[K_GLOBAL] != 0.0:

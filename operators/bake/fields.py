@@ -14,6 +14,18 @@ from .scene_read import _vertex_group_weights
 
 #: Field settings that are lengths (Blender units -> metres).
 _LENGTHS = ("distance_min", "distance_max", "size")
+#: ... and with a Tube falloff (a Cone's are degrees).
+_TUBE_LENGTHS = ("radial_min", "radial_max")
+#: The power of length in each field type's Strength (and Noise, which adds to it): Wind, Force and
+#: Turbulence give an acceleration (m/s^2); Force with Gravitation strength / d^2 (m^3/s^2); Drag's
+#: speed factor is per metre; Harmonic and Charge (1/s^2), Vortex (1/s) have none.
+_STRENGTH_LENGTH_POWER = {"WIND": 1, "FORCE": 1, "TURBULENCE": 1, "DRAG": -1}
+
+
+def _strength_unit_power(settings: dict) -> int:
+    if settings.get("type") == "FORCE" and settings.get("use_gravity_falloff"):
+        return 3
+    return _STRENGTH_LENGTH_POWER.get(str(settings.get("type")), 0)
 
 
 def field_objects(scene, cloth_settings):
@@ -35,12 +47,18 @@ def read_force_fields(scene, depsgraph, obj, unit: float):
             continue
         evaluated = source.evaluated_get(depsgraph)
         settings = {k: getattr(evaluated.field, k) for k in BLENDER_FIELD_SETTINGS if hasattr(evaluated.field, k)}
-        for key in _LENGTHS:
+        for key in _LENGTHS + (_TUBE_LENGTHS if settings.get("falloff_type") == "TUBE" else ()):
             if key in settings:
                 settings[key] = float(settings[key]) * unit
+        scale = unit ** _strength_unit_power(settings)
+        for key in ("strength", "noise"):
+            if key in settings:
+                settings[key] = float(settings[key]) * scale
         matrix = np.array(evaluated.matrix_world, dtype=np.float64)
         matrix[:3, 3] *= unit
         field, reason = field_from_blender(settings, matrix, weights)
+        if field is not None:
+            field.length_unit_m = unit
         if reason:
             warnings.append(f"{source.name}: {reason}")
         if field is not None:

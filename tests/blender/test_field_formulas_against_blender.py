@@ -84,9 +84,10 @@ def blender_accelerations(points, v0=V0, charge=0.0):
     return (velocities[1] - velocities[0]) / dt
 
 
-def selvedge_accelerations(points, v0=V0):
+def selvedge_accelerations(points, v0=V0, unit=1.0):
     """The scene's fields as the bake reads them for a cloth (operators/bake/fields.py), evaluated
-    by the solver's kernel at ``points`` moving at ``v0``; and the reader's warnings."""
+    by the solver's kernel at ``points`` moving at ``v0`` (metres, m/s; ``unit`` metres per
+    Blender unit); and the reader's warnings."""
     scene = bpy.context.scene
     mesh = bpy.data.meshes.new("Cloth")
     mesh.from_pydata([(5.0, 5.0, 5.0), (5.1, 5.0, 5.0), (5.0, 5.1, 5.0)], [], [(0, 1, 2)])
@@ -94,7 +95,7 @@ def selvedge_accelerations(points, v0=V0):
     scene.collection.objects.link(cloth)
     cloth.selvedge.role = "CLOTH"
     scene.frame_set(1)
-    fields, warnings = read_force_fields(scene, bpy.context.evaluated_depsgraph_get(), cloth, 1.0)
+    fields, warnings = read_force_fields(scene, bpy.context.evaluated_depsgraph_get(), cloth, unit)
     bpy.data.objects.remove(cloth)
     velocities = np.broadcast_to(np.asarray(v0, dtype=np.float64), points.shape)
     return evaluate_fields(fields, points, velocities), fields, warnings
@@ -186,6 +187,35 @@ def test_a_field_accelerates_as_blenders_particles_feel_it(case):
     scale = np.abs(expected).max()
     assert scale > 0.2, "the field must act"
     assert (np.abs(expected).sum(axis=1) > 1e-3 * scale).sum() >= 8, "at least a few points inside the falloff"
+    np.testing.assert_allclose(got, expected, atol=2e-4 * scale, rtol=0)
+
+
+UNIT_CASES = [
+    "wind_plane_sphere_min_max_flow",
+    "wind_plane_tube",
+    "force_point_tube_positive_z",
+    "force_line_cone_gravitation",
+    "vortex_plane_inflow",
+    "harmonic_rest_length",
+    "drag",
+]
+
+
+@pytest.mark.parametrize("case", UNIT_CASES)
+def test_a_field_in_a_scene_of_another_unit_scale_accelerates_the_same_in_metres(case):
+    """Unit Scale 2 (a Blender unit is 2 m): Blender's particle in Blender units, scaled to
+    metres, against Selvedge's reader with the bake's unit: lengths and strengths converted, and
+    the falloff taken in Blender units as Blender does (``1 + d`` is not scale-free)."""
+    unit = 2.0
+    settings = dict(CASES[case])
+    _field_object(
+        settings.pop("kind"), settings.pop("location", (0, 0, 0)), settings.pop("rotation", (0, 0, 0)), **settings
+    )
+    points = _points(seed=7)
+    expected = unit * blender_accelerations(points)
+    got, _, _ = selvedge_accelerations(unit * points, v0=unit * np.asarray(V0), unit=unit)
+    scale = np.abs(expected).max()
+    assert scale > 0.2
     np.testing.assert_allclose(got, expected, atol=2e-4 * scale, rtol=0)
 
 
