@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
+from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from . import _numba_setup  # noqa: F401
 from .aerodynamics import add_aerodynamic_accelerations
@@ -294,15 +295,19 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
     """Add every field's effect at every free vertex: accelerations (m/s^2) to ``acceleration``;
     with ``wind_as_air`` Wind fields add their vector (m/s) to ``air_velocity`` instead (the
     aerodynamic model's air). ``counter`` numbers the evaluation (noise draws)."""
-    for i in range(x.shape[0]):
-        if inv_mass[i] == 0.0:
-            continue
-        vx, vy, vz = v[i, 0], v[i, 1], v[i, 2]
-        for k in range(fields.shape[0]):
-            f = fields[k]
-            kind = int(f[K_KIND])
-            shape = int(f[K_SHAPE])
-            zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
+    # field-outer (per vertex the fields still add in table order): a field's settings are loop
+    # invariants of the vertex loop
+    for k in range(fields.shape[0]):
+        # a tuple of the row: values, not memory the stores to ``acceleration`` might alias, so
+        # the compiler keeps them (and 1 / unit, sqrt(strength)) in registers
+        f = to_fixed_tuple(fields[k], N_COLUMNS)
+        kind = int(f[K_KIND])
+        shape = int(f[K_SHAPE])
+        zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
+        for i in range(x.shape[0]):
+            if inv_mass[i] == 0.0:
+                continue
+            vx, vy, vz = v[i, 0], v[i, 1], v[i, 2]
             qx, qy, qz = x[i, 0] - f[K_OX], x[i, 1] - f[K_OY], x[i, 2] - f[K_OZ]
             c = qx * zx + qy * zy + qz * zz
             if shape == POINT:
