@@ -53,7 +53,7 @@ from . import _numba_setup  # noqa: F401
 from .aerodynamics import add_aerodynamic_accelerations
 from .errors import ClothInputError
 from .field_noise import turbulence_axes, wind_noise
-from .kernels import _JIT
+from .kernels import _JIT, _JIT_SERIAL
 
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence", "harmonic", "charge", "drag")
 SHAPES = ("point", "plane", "line")
@@ -290,7 +290,33 @@ def field_falloff(f, d, qx, qy, qz):
     return out * falloff_func(radial, use_rmin, r_min, use_rmax, r_max, f[K_RPOWER])
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
+def _uniform_falloff(f):
+    """The falloff is the weight everywhere: Sphere, power 0, no maximum, both Z directions."""
+    return int(f[K_FALLOFF]) == 0 and f[K_POWER] == 0.0 and f[K_USE_MAX] == 0.0 and int(f[K_ZDIR]) == 0
+
+
+@njit(inline="always", **_JIT)
+def _point_spring(f, x, v, inv_mass, acceleration):
+    """A Point Harmonic field of uniform falloff (the usual one) without the general loop's
+    branches, which the compiler can then vectorise: the same arithmetic as the general loop."""
+    g = -f[K_STRENGTH] * f[K_WEIGHT]
+    b = -f[K_DAMPING] * 2.0 * math.sqrt(abs(f[K_STRENGTH]))
+    rest = f[K_REST_LENGTH]
+    ox, oy, oz = f[K_OX], f[K_OY], f[K_OZ]
+    for i in range(x.shape[0]):
+        rx, ry, rz = x[i, 0] - ox, x[i, 1] - oy, x[i, 2] - oz
+        if rest != 0.0:
+            d = math.sqrt(rx * rx + ry * ry + rz * rz)
+            scale = (d - rest) / d if d > 0.0 else 1.0
+            rx, ry, rz = rx * scale, ry * scale, rz * scale
+        free = 1.0 if inv_mass[i] != 0.0 else 0.0
+        acceleration[i, 0] += free * (g * rx + b * v[i, 0])
+        acceleration[i, 1] += free * (g * ry + b * v[i, 1])
+        acceleration[i, 2] += free * (g * rz + b * v[i, 2])
+
+
+@njit(**_JIT_SERIAL)
 def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acceleration, air_velocity):
     """Add every field's effect at every free vertex: accelerations (m/s^2) to ``acceleration``;
     with ``wind_as_air`` Wind fields add their vector (m/s) to ``air_velocity`` instead (the
@@ -304,6 +330,9 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
         kind = int(f[K_KIND])
         shape = int(f[K_SHAPE])
         zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
+        if kind == HARMONIC and shape == POINT and f[K_NOISE] <= 0.0 and _uniform_falloff(f):
+            _point_spring(f, x, v, inv_mass, acceleration)
+            continue
         for i in range(x.shape[0]):
             if inv_mass[i] == 0.0:
                 continue

@@ -128,6 +128,8 @@ CASES = [
     ForceField("vortex", shape="line", strength=-0.8, use_max_distance=True, distance_max=1.6),
     ForceField("harmonic", location=(0.2, 0.1, 0.0), strength=3.0, damping=0.4, rest_length=0.5, falloff_power=1.0),
     ForceField("harmonic", shape="plane", strength=2.0, damping=1.0, flow=0.5),
+    ForceField("harmonic", location=(0.1, 0.0, 0.2), strength=2.5, damping=0.3, rest_length=0.4, weight=0.7),
+    ForceField("harmonic", strength=1.5, damping=0.0),
     ForceField("charge", location=(0.0, 0.3, 0.0), strength=-2.0, falloff_power=2.0),
     ForceField("drag", strength=0.7, damping=0.4, falloff_type="tube", use_radial_max=True, radial_max=1.0),
     ForceField("drag", strength=3.0, damping=2.5),
