@@ -423,7 +423,7 @@ def evaluated_every_substep(f: ForceField) -> bool:
     held: a Harmonic spring, and the Plane vortex's centripetal pull (a spring of rate (s F)^2).
     Held over a frame an explicit spring gains energy by 1 + k dt^2 / 2 per hold (measured: a
     free triangle in a Harmonic field of strength 4 doubles its energy in 10 s at one update a
-    frame, and one of strength 100 explodes); per substep it keeps it within 0.3 %."""
+    frame, and one of strength 100 explodes); per substep: -0.2 % at strength 4, +3.4 % at 100 over 10 s."""
     return f.kind == "harmonic" or (f.kind == "vortex" and f.shape != "point")
 
 
