@@ -11,7 +11,9 @@ evaluation through a particle system (tests/blender/test_field_formulas_against_
   ``vec_to_point2``) and ``c = z . q``. The offset ``r`` from the field to the point (Blender's
   ``vec_to_point``) depends on the shape: Point ``r = q``; Plane ``r = c z`` (from the nearest
   point of the XY plane); Line ``r = q - c z`` (from the nearest point of the Z axis), and a
-  Vortex with shape Plane takes the Line's ``r`` too. ``d = |r|``. Harmonic with a Rest Length
+  Vortex with shape Plane takes the Line's ``r`` too. ``d = |r|``. Every Point: one field per
+  vertex (:func:`fields_from_blender`), ``r`` from the vertex, ``z`` its normal, while ``q``
+  and the Z used by Turbulence and the vortex stay the object's. Harmonic with a Rest Length
   L scales ``r`` by ``(d - L) / d`` (d itself unchanged).
 * Falloff F (``effector_falloff``): 0 if Z Direction is ``positive`` and c < 0 (``negative``:
   c > 0); Sphere ``f(d)``; Tube ``f(|c|) f_r(|q - c z|)``; Cone ``f(|c|) f_r(angle(z, q) in
@@ -43,7 +45,7 @@ that the drag and lift (and the per-vertex air drag) act against: that is how wi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba import njit
@@ -95,8 +97,17 @@ POINT, PLANE, LINE = range(3)
     K_REST_LENGTH,
     K_GRAVITATION,
     K_UNIT,
-) = range(31)
-N_COLUMNS = 31
+    K_O2X,
+    K_O2Y,
+    K_O2Z,
+    K_Z2X,
+    K_Z2Y,
+    K_Z2Z,
+    K_EVERY_POINT,
+    K_POINT_INDEX,
+    K_POINT_COUNT,
+) = range(40)
+N_COLUMNS = 40
 
 
 @dataclass
@@ -138,6 +149,15 @@ class ForceField:
     #: metres per Blender unit of the scene the field is read from: Blender's falloff
     #: ``(1 + x - x_min)^-power`` and the Drag field's cap of 2 on its speed factor are in those units
     length_unit_m: float = 1.0
+    #: Blender's shape Every Point expands into one field per vertex of the field's mesh: then
+    #: ``location``/``direction`` are the vertex and its normal, ``origin``/``axis`` the object's
+    #: origin and Z (Blender measures the falloff's axial part, Turbulence and the vortex from
+    #: them), and a Harmonic one pulls only the cloth vertices i with i % point_count == point_index
+    origin: tuple | None = None
+    axis: tuple | None = None
+    every_point: bool = False
+    point_index: int = 0
+    point_count: int = 0
 
     def validate(self) -> None:
         for name, allowed in (
@@ -148,7 +168,7 @@ class ForceField:
         ):
             if getattr(self, name) not in allowed:
                 raise ClothInputError(f"force field {name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("location", "direction"):
+        for name in ("location", "direction") + tuple(n for n in ("origin", "axis") if getattr(self, n) is not None):
             value = np.asarray(getattr(self, name), dtype=np.float64)
             if value.shape != (3,) or not np.isfinite(value).all():
                 raise ClothInputError(f"force field {name} must be three finite numbers, got {getattr(self, name)!r}")
@@ -180,6 +200,8 @@ class ForceField:
         z = np.asarray(self.direction, dtype=np.float64)
         z = z / np.linalg.norm(z)
         o = np.asarray(self.location, dtype=np.float64)
+        o2 = o if self.origin is None else np.asarray(self.origin, dtype=np.float64)
+        z2 = z if self.axis is None else np.asarray(self.axis, dtype=np.float64) / np.linalg.norm(self.axis)
         return np.array(
             [
                 FIELD_KINDS.index(self.kind),
@@ -213,6 +235,15 @@ class ForceField:
                 self.rest_length,
                 self.use_gravity_falloff,
                 self.length_unit_m,
+                o2[0],
+                o2[1],
+                o2[2],
+                z2[0],
+                z2[1],
+                z2[2],
+                self.every_point,
+                self.point_index,
+                self.point_count,
             ],
             dtype=np.float64,
         )
@@ -330,17 +361,22 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
         kind = int(f[K_KIND])
         shape = int(f[K_SHAPE])
         zx, zy, zz = f[K_ZX], f[K_ZY], f[K_ZZ]
-        if kind == HARMONIC and shape == POINT and f[K_NOISE] <= 0.0 and _uniform_falloff(f):
+        z2x, z2y, z2z = f[K_Z2X], f[K_Z2Y], f[K_Z2Z]
+        every_point = f[K_EVERY_POINT] != 0.0
+        point_index, point_count = int(f[K_POINT_INDEX]), int(f[K_POINT_COUNT])
+        if kind == HARMONIC and shape == POINT and point_count == 0 and f[K_NOISE] <= 0.0 and _uniform_falloff(f):
             _point_spring(f, x, v, inv_mass, acceleration)
             continue
         for i in range(x.shape[0]):
             if inv_mass[i] == 0.0:
                 continue
             vx, vy, vz = v[i, 0], v[i, 1], v[i, 2]
-            qx, qy, qz = x[i, 0] - f[K_OX], x[i, 1] - f[K_OY], x[i, 2] - f[K_OZ]
+            if point_count > 0 and i % point_count != point_index:
+                continue  # Blender's Every Point Harmonic: one field vertex per cloth vertex
+            qx, qy, qz = x[i, 0] - f[K_O2X], x[i, 1] - f[K_O2Y], x[i, 2] - f[K_O2Z]
             c = qx * zx + qy * zy + qz * zz
             if shape == POINT:
-                rx, ry, rz = qx, qy, qz
+                rx, ry, rz = x[i, 0] - f[K_OX], x[i, 1] - f[K_OY], x[i, 2] - f[K_OZ]
             elif shape == PLANE and kind != VORTEX:  # from the nearest point of the XY plane
                 rx, ry, rz = c * zx, c * zy, c * zz
             else:  # Line (and a Plane vortex): from the nearest point of the Z axis
@@ -371,18 +407,18 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
                     g = s * fall / d
                     ax, ay, az = g * rx, g * ry, g * rz
             elif kind == VORTEX:
-                if shape == POINT:
+                if shape == POINT and not every_point:
                     tx, ty, tz = zy * rz - zz * ry, zz * rx - zx * rz, zx * ry - zy * rx
                     t = math.sqrt(tx * tx + ty * ty + tz * tz)
                     if t > 0.0:
                         g = s * fall * d / t
                         ax, ay, az = g * tx, g * ty, g * tz
-                else:  # co-rotation at s F rad/s about the axis: swirl, centripetal pull, unit drag
+                else:  # co-rotation at s F rad/s about the object's axis: swirl, centripetal pull, unit drag
                     g = s * fall
-                    tx, ty, tz = g * (zy * qz - zz * qy), g * (zz * qx - zx * qz), g * (zx * qy - zy * qx)
-                    ax = g * (zy * tz - zz * ty) + tx - vx
-                    ay = g * (zz * tx - zx * tz) + ty - vy
-                    az = g * (zx * ty - zy * tx) + tz - vz
+                    tx, ty, tz = g * (z2y * qz - z2z * qy), g * (z2z * qx - z2x * qz), g * (z2x * qy - z2y * qx)
+                    ax = g * (z2y * tz - z2z * ty) + tx - vx
+                    ay = g * (z2z * tx - z2x * tz) + ty - vy
+                    az = g * (z2x * ty - z2y * tx) + tz - vz
             elif kind == HARMONIC:
                 rest = f[K_REST_LENGTH]
                 if rest != 0.0 and d > 0.0:
@@ -402,7 +438,7 @@ def field_accelerations(x, v, inv_mass, fields, perms, counter, wind_as_air, acc
                 if f[K_GLOBAL] != 0.0:
                     ux, uy, uz = x[i, 0], x[i, 1], x[i, 2]
                 else:
-                    ux, uy, uz = qx + zx, qy + zy, qz + zz
+                    ux, uy, uz = qx + z2x, qy + z2y, qz + z2z
                 p = perms[k]
                 size = f[K_SIZE]
                 g = s * fall
@@ -424,7 +460,7 @@ def evaluated_every_substep(f: ForceField) -> bool:
     Held over a frame an explicit spring gains energy by 1 + k dt^2 / 2 per hold (measured: a
     free triangle in a Harmonic field of strength 4 doubles its energy in 10 s at one update a
     frame, and one of strength 100 explodes); per substep: -0.2 % at strength 4, +3.4 % at 100 over 10 s."""
-    return f.kind == "harmonic" or (f.kind == "vortex" and f.shape != "point")
+    return f.kind == "harmonic" or (f.kind == "vortex" and (f.shape != "point" or f.every_point))
 
 
 @dataclass
@@ -569,9 +605,10 @@ _NOT_SIMULATED = {
 }
 _SHAPES_NOT_SIMULATED = {
     "SURFACE": "shape Surface (the field from the nearest point of the object's surface) is not "
-    "simulated: use Point, Line or Plane",
-    "POINTS": "shape Every Point (one field at every vertex of the object) is not simulated: use Point, Line or Plane",
+    "simulated: use Point, Line, Plane or Every Point",
 }
+#: Every Point expands into one field per vertex: past this many the bake report says what it costs.
+EVERY_POINT_WARN_VERTICES = 256
 _COPIED = (
     "strength",
     "flow",
@@ -611,6 +648,8 @@ def field_from_blender(settings: dict, matrix_world, effector_weights: dict | No
     if not settings.get("apply_to_location", True):
         return None, ""
     shape_name = str(settings.get("shape", "POINT"))
+    if shape_name == "POINTS":
+        return None, "field shape 'POINTS' (Every Point) needs the field mesh's vertices (fields_from_blender)"
     if shape_name in _SHAPES_NOT_SIMULATED:
         return None, f"field shape {shape_name!r}: " + _SHAPES_NOT_SIMULATED[shape_name]
     shape = shape_name.lower()
@@ -641,3 +680,44 @@ def field_from_blender(settings: dict, matrix_world, effector_weights: dict | No
     if settings.get("use_absorption"):
         reason = "Absorption (colliders shading the field) is not simulated: the field acts through colliders"
     return field, reason
+
+
+def fields_from_blender(settings: dict, matrix_world, effector_weights: dict | None = None, vertices=None):
+    """(ForceField list, reason): :func:`field_from_blender`, and for shape Every Point one field
+    per vertex of the field object's evaluated mesh, ``vertices`` = (positions, normals), (N, 3)
+    each in object space (Blender: ``get_effector_data`` with ``PFIELD_SHAPE_POINTS`` takes the
+    vertex and its normal as the field's location and axis, the object's origin and Z for the
+    falloff's axial part, Turbulence and the vortex; a Harmonic one pulls cloth vertex i toward
+    field vertex i mod N only)."""
+    if str(settings.get("shape")) != "POINTS" or str(settings.get("type")) not in _BLENDER_KINDS:
+        field, reason = field_from_blender(settings, matrix_world, effector_weights)
+        return ([] if field is None else [field]), reason
+    if vertices is None or len(vertices[0]) == 0:
+        return [], "field shape Every Point on an object without vertices: no field"
+    field, reason = field_from_blender(dict(settings, shape="POINT"), matrix_world, effector_weights)
+    if field is None:
+        return [], reason
+    m = np.asarray(matrix_world, dtype=np.float64).reshape(4, 4)
+    positions = np.asarray(vertices[0], dtype=np.float64).reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+    normals = np.asarray(vertices[1], dtype=np.float64).reshape(-1, 3) @ m[:3, :3].T
+    lengths = np.linalg.norm(normals, axis=1)
+    count = positions.shape[0]
+    fields = []
+    for j in range(count):
+        direction = normals[j] / lengths[j] if lengths[j] > 1e-12 else np.asarray(field.direction)
+        fields.append(
+            replace(
+                field,
+                location=tuple(positions[j]),
+                direction=tuple(direction),
+                origin=field.location,
+                axis=field.direction,
+                every_point=True,
+                point_index=j,
+                point_count=count if field.kind == "harmonic" else 0,
+            )
+        )
+    if count > EVERY_POINT_WARN_VERTICES:
+        note = f"Every Point with {count} vertices acts as {count} fields at every cloth vertex (slow)"
+        reason = f"{reason}; {note}" if reason else note
+    return fields, reason

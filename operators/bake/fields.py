@@ -38,7 +38,7 @@ def field_objects(scene, cloth_settings):
 def read_force_fields(scene, depsgraph, obj, unit: float):
     """(ForceField list, warnings) acting on cloth ``obj`` at the depsgraph's frame; a field type,
     shape or option Selvedge does not simulate gives a warning naming the object and what."""
-    from ...solver.forces import BLENDER_FIELD_SETTINGS, field_from_blender
+    from ...solver.forces import BLENDER_FIELD_SETTINGS, fields_from_blender
 
     weights = effector_weights(obj.selvedge)
     fields, warnings = [], []
@@ -56,14 +56,29 @@ def read_force_fields(scene, depsgraph, obj, unit: float):
                 settings[key] = float(settings[key]) * scale
         matrix = np.array(evaluated.matrix_world, dtype=np.float64)
         matrix[:3, 3] *= unit
-        field, reason = field_from_blender(settings, matrix, weights)
-        if field is not None:
-            field.length_unit_m = unit
+        vertices = _mesh_vertices(evaluated) if settings.get("shape") == "POINTS" else None
+        if vertices is not None:
+            vertices = (vertices[0] * unit, vertices[1])
+        source_fields, reason = fields_from_blender(settings, matrix, weights, vertices)
         if reason:
             warnings.append(f"{source.name}: {reason}")
-        if field is not None:
-            fields.append(field)
+        for field in source_fields:
+            field.length_unit_m = unit
+        fields += source_fields
     return fields, warnings
+
+
+def _mesh_vertices(evaluated):
+    """(positions, normals) in object space of an evaluated mesh object's vertices, else None."""
+    mesh = evaluated.data if evaluated.type == "MESH" else None
+    if mesh is None or len(mesh.vertices) == 0:
+        return None
+    n = len(mesh.vertices)
+    co = np.empty(3 * n, dtype=np.float32)
+    nor = np.empty(3 * n, dtype=np.float32)
+    mesh.vertices.foreach_get("co", co)
+    mesh.vertices.foreach_get("normal", nor)
+    return co.reshape(n, 3).astype(np.float64), nor.reshape(n, 3).astype(np.float64)
 
 
 def scene_gravity(scene, cloth_settings) -> tuple:
