@@ -151,7 +151,7 @@ def options_from_settings(cloth):
 
 
 def effector_weights(cloth) -> dict:
-    """The cloth's Field Weights as ``solver.forces.field_from_blender`` takes them."""
+    """The cloth's Field Weights as ``solver.blender_fields.field_from_blender`` takes them."""
     return {
         "all": float(cloth.field_weight_all),
         "wind": float(cloth.field_weight_wind),

@@ -1,8 +1,8 @@
 """Force fields, gravity and the feature inputs of a cloth, read from the scene for the solver.
 
-Thin: Blender's field settings are read by name (``solver.forces.BLENDER_FIELD_SETTINGS``) at
+Thin: Blender's field settings are read by name (``solver.blender_fields.BLENDER_FIELD_SETTINGS``) at
 the evaluated frame and turned into solver ``ForceField`` objects by
-``solver.forces.field_from_blender``; lengths are converted from Blender units to metres.
+``solver.blender_fields.fields_from_blender``; lengths are converted from Blender units to metres.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def field_objects(scene, cloth_settings):
 def read_force_fields(scene, depsgraph, obj, unit: float):
     """(ForceField list, warnings) acting on cloth ``obj`` at the depsgraph's frame; a field type,
     shape or option Selvedge does not simulate gives a warning naming the object and what."""
-    from ...solver.forces import BLENDER_FIELD_SETTINGS, fields_from_blender
+    from ...solver.blender_fields import BLENDER_FIELD_SETTINGS, fields_from_blender
 
     weights = effector_weights(obj.selvedge)
     fields, warnings = [], []

@@ -290,7 +290,7 @@ def test_bad_field_settings_are_refused():
 
 
 def test_blender_field_settings_translate_by_name():
-    from selvedge.solver.forces import field_from_blender
+    from selvedge.solver.blender_fields import field_from_blender
 
     m = np.eye(4)
     m[:3, 3] = (1.0, 2.0, 3.0)
