@@ -55,16 +55,9 @@ assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i
 
 
 def _apply_preset(self, context):
-    """Picking a preset sets the sliders to its values (the solver is imported here, lazily). When the
-    solver's packages do not load, the sliders stay and the console gets the one-line reason (an
-    update callback has no report; the next bake reports it in the UI)."""
-    from ..dependencies import DependencyError, require_solver
-
-    try:
-        require_solver()
-    except DependencyError as error:
-        print(f"Selvedge: preset {self.material_preset!r} not applied: {error}")
-        return
+    """Picking a preset sets the sliders to its values. The preset table (``solver.materials``) is
+    plain Python: it applies without numba, so the panel works where the solver's packages do not
+    load, and the bake or preview reports that (:mod:`..dependencies`)."""
     from .scene_to_solver import preset_slider_values
 
     for key, value in preset_slider_values(self.material_preset).items():
