@@ -374,3 +374,24 @@ def test_a_harmonic_field_is_a_spring_of_rate_sqrt_strength(damping, analytic):
         expected = x0 * np.cos(w * t) if analytic == "cos" else x0 * (1 + w * t) * np.exp(-w * t)
         errors.append(abs(cloth.positions[:, 0].mean() - expected))
     assert max(errors) < 0.02 * x0
+
+
+def test_every_point_is_one_field_per_vertex_and_a_large_mesh_is_named():
+    from selvedge.solver.blender_fields import EVERY_POINT_WARN_VERTICES, fields_from_blender
+
+    m = np.eye(4)
+    m[:3, 3] = (0.0, 0.0, 1.0)
+    n = EVERY_POINT_WARN_VERTICES + 44
+    rng = np.random.default_rng(3)
+    positions, normals = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
+    settings = {"type": "HARMONIC", "shape": "POINTS", "strength": 2.0}
+    fields, why = fields_from_blender(settings, m, None, (positions, normals))
+    assert len(fields) == n and f"Every Point with {n} vertices" in why
+    assert [f.point_index for f in fields] == list(range(n)) and {f.point_count for f in fields} == {n}
+    np.testing.assert_allclose(fields[5].location, positions[5] + (0.0, 0.0, 1.0))
+    np.testing.assert_allclose(fields[5].direction, normals[5] / np.linalg.norm(normals[5]))
+    assert fields[5].origin == (0.0, 0.0, 1.0) and fields[5].axis == (0.0, 0.0, 1.0)
+    few, why = fields_from_blender(dict(settings, type="WIND"), m, None, (positions[:8], normals[:8]))
+    assert len(few) == 8 and why == "" and {f.point_count for f in few} == {0}
+    none, why = fields_from_blender(settings, m, None, None)
+    assert none == [] and "without vertices" in why
