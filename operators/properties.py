@@ -55,16 +55,9 @@ assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i
 
 
 def _apply_preset(self, context):
-    """Picking a preset sets the sliders to its values (the solver is imported here, lazily). When the
-    solver's packages do not load, the sliders stay and the console gets the one-line reason (an
-    update callback has no report; the next bake reports it in the UI)."""
-    from ..dependencies import DependencyError, require_solver
-
-    try:
-        require_solver()
-    except DependencyError as error:
-        print(f"Selvedge: preset {self.material_preset!r} not applied: {error}")
-        return
+    """Picking a preset sets the sliders to its values. The preset table (``solver.materials``) is
+    plain Python: it applies without numba, so the panel works where the solver's packages do not
+    load, and the bake or preview reports that (:mod:`..dependencies`)."""
     from .scene_to_solver import preset_slider_values
 
     for key, value in preset_slider_values(self.material_preset).items():
@@ -218,6 +211,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     field_weight_turbulence: FloatProperty(
         name="Turbulence", default=1.0, min=0.0, soft_max=1.0, description="Scale of Turbulence fields"
     )
+    field_weight_harmonic: FloatProperty(
+        name="Harmonic", default=1.0, min=0.0, soft_max=1.0, description="Scale of Harmonic fields"
+    )
+    field_weight_charge: FloatProperty(
+        name="Charge", default=1.0, min=0.0, soft_max=1.0, description="Scale of Charge fields"
+    )
+    field_weight_drag: FloatProperty(
+        name="Drag", default=1.0, min=0.0, soft_max=1.0, description="Scale of Drag fields"
+    )
     drag_coefficient: FloatProperty(
         name="Drag Coefficient",
         description="Per-triangle aerodynamic drag against the air (wind fields are air, m/s); 0: off",
@@ -231,6 +233,13 @@ class SelvedgeObjectSettings(PropertyGroup):
         default=0.0,
         min=0.0,
         soft_max=2.0,
+    )
+    air_density: FloatProperty(
+        name="Air Density",
+        description="Density of the air the drag and lift act in, kg/m^3 (water: 1000)",
+        default=1.225,
+        min=0.0,
+        soft_max=1000.0,
     )
 
     # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
@@ -249,6 +258,11 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=0.0,
         soft_max=5.0,
         unit="TIME_ABSOLUTE",
+    )
+    use_seam_bending: BoolProperty(
+        name="Bend Across Seams",
+        description="Closed seams resist bending like the cloth (off: a seam is a free hinge)",
+        default=True,
     )
     seam_mode: EnumProperty(
         name="Seams",
@@ -358,6 +372,14 @@ class SelvedgeSceneSettings(PropertyGroup):
     )
     iterations: IntProperty(
         name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
+    )
+    force_updates_per_frame: IntProperty(
+        name="Field Updates",
+        description="Evaluations of the force fields and aerodynamics per frame, held in between "
+        "(raise for strong Flow, stiff Harmonic fields or light, draggy cloth)",
+        default=1,
+        min=1,
+        soft_max=10,
     )
     solve_mode: EnumProperty(
         name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"
