@@ -153,3 +153,40 @@ def test_hooks_and_contacts_take_the_per_phase_path():
         contact_handler=Colliders([Plane(position=(0.0, 0.0, -1.0))]),
     )
     assert grounded._fused_schedule() is None
+
+
+def test_blocked_levels_keep_every_link_and_parent_and_let_blocks_run_apart(monkeypatch):
+    # Against the hierarchy as built (serial order): the blocked one holds the same pairs with
+    # the same limits per level, the same (child, parent, weight) triples and snapshot; in a
+    # blocked level every pair of block b moves only vertices of part b, and every child of
+    # block b lies in part b, so the blocks of a step never write the same vertex.
+    monkeypatch.setattr(cloth_module, "STRETCH_LIMIT_BLOCK_MIN_PAIRS", 0)
+    pos, faces, uv, pins = _sheet(32, soft_pins=False)
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=3))
+    cloth._colored_schedule()
+    part, blocked = cloth._colored[4], cloth._colored[5]
+    hz, bz = cloth.hierarchy, blocked.hierarchy
+    levels = hz.edge_offsets.shape[0] - 2
+    assert blocked.split == levels >= 3
+
+    def triples(h):
+        rows = []
+        for c in range(h.children.shape[0]):
+            for e in range(h.parent_start[c], h.parent_start[c + 1]):
+                rows.append((int(h.children[c]), int(h.parents[e]), float(h.parent_weight[e])))
+        return sorted(rows)
+
+    assert triples(hz) == triples(bz)
+    assert sorted(hz.snapshot.tolist()) == sorted(bz.snapshot.tolist())
+    for level in range(1, levels + 1):
+        e0, e1 = hz.edge_offsets[level], hz.edge_offsets[level + 1]
+        serial = sorted(zip(map(tuple, hz.edges[e0:e1].tolist()), hz.max_length[e0:e1].tolist()))
+        assert serial == sorted(zip(map(tuple, bz.edges[e0:e1].tolist()), bz.max_length[e0:e1].tolist()))
+        eb, cb, w = blocked.edge_blocks[level], blocked.child_blocks[level], hz.inv_mass[level]
+        assert eb[0] == e0 and eb[-1] == e1
+        for b in range(3):
+            pairs = bz.edges[eb[b] : eb[b + 1]]
+            movable = w[pairs] > 0.0
+            assert (part[pairs][movable] == b).all()
+            assert (part[bz.children[cb[b] : cb[b + 1]]] == b).all()
+        assert cb[0] == hz.child_offsets[level - 1] and cb[-1] == hz.child_offsets[level]
