@@ -193,6 +193,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     field_weight_turbulence: FloatProperty(
         name="Turbulence", default=1.0, min=0.0, soft_max=1.0, description="Scale of Turbulence fields"
     )
+    field_weight_harmonic: FloatProperty(
+        name="Harmonic", default=1.0, min=0.0, soft_max=1.0, description="Scale of Harmonic fields"
+    )
+    field_weight_charge: FloatProperty(
+        name="Charge", default=1.0, min=0.0, soft_max=1.0, description="Scale of Charge fields"
+    )
+    field_weight_drag: FloatProperty(
+        name="Drag", default=1.0, min=0.0, soft_max=1.0, description="Scale of Drag fields"
+    )
     drag_coefficient: FloatProperty(
         name="Drag Coefficient",
         description="Per-triangle aerodynamic drag against the air (wind fields are air, m/s); 0: off",
@@ -206,6 +215,13 @@ class SelvedgeObjectSettings(PropertyGroup):
         default=0.0,
         min=0.0,
         soft_max=2.0,
+    )
+    air_density: FloatProperty(
+        name="Air Density",
+        description="Density of the air the drag and lift act in, kg/m^3 (water: 1000)",
+        default=1.225,
+        min=0.0,
+        soft_max=1000.0,
     )
 
     # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
@@ -224,6 +240,11 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=0.0,
         soft_max=5.0,
         unit="TIME_ABSOLUTE",
+    )
+    use_seam_bending: BoolProperty(
+        name="Bend Across Seams",
+        description="Closed seams resist bending like the cloth (off: a seam is a free hinge)",
+        default=True,
     )
     seam_mode: EnumProperty(
         name="Seams",
@@ -333,6 +354,14 @@ class SelvedgeSceneSettings(PropertyGroup):
     )
     iterations: IntProperty(
         name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
+    )
+    force_updates_per_frame: IntProperty(
+        name="Field Updates",
+        description="Evaluations of the force fields and aerodynamics per frame, held in between "
+        "(raise for strong Flow, stiff Harmonic fields or light, draggy cloth)",
+        default=1,
+        min=1,
+        soft_max=10,
     )
     solve_mode: EnumProperty(
         name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"

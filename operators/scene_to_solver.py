@@ -42,11 +42,16 @@ CLOTH_KEYS = (
     "field_weight_force",
     "field_weight_vortex",
     "field_weight_turbulence",
+    "field_weight_harmonic",
+    "field_weight_charge",
+    "field_weight_drag",
     "drag_coefficient",
     "lift_coefficient",
+    "air_density",
     "use_sewing_springs",
     "sewing_force_max",
     "sewing_closing_time",
+    "use_seam_bending",
     "seam_mode",
     "shrink_min",
     "shrink_max",
@@ -64,6 +69,7 @@ WEIGHT_MAP_KEYS = {"warp": "weight_map_warp", "weft": "weight_map_weft", "bend":
 SCENE_KEYS = (
     "substeps",
     "iterations",
+    "force_updates_per_frame",
     "solve_mode",
     "network_mode",
     "use_scene_frame_range",
@@ -145,20 +151,27 @@ def options_from_settings(cloth):
 
 
 def effector_weights(cloth) -> dict:
-    """The cloth's Field Weights as ``solver.forces.field_from_blender`` takes them."""
+    """The cloth's Field Weights as ``solver.blender_fields.field_from_blender`` takes them."""
     return {
         "all": float(cloth.field_weight_all),
         "wind": float(cloth.field_weight_wind),
         "force": float(cloth.field_weight_force),
         "vortex": float(cloth.field_weight_vortex),
         "turbulence": float(cloth.field_weight_turbulence),
+        "harmonic": float(cloth.field_weight_harmonic),
+        "charge": float(cloth.field_weight_charge),
+        "drag": float(cloth.field_weight_drag),
     }
 
 
 def aerodynamics_from_settings(cloth):
     from ..solver.aerodynamics import Aerodynamics
 
-    return Aerodynamics(drag_coefficient=float(cloth.drag_coefficient), lift_coefficient=float(cloth.lift_coefficient))
+    return Aerodynamics(
+        drag_coefficient=float(cloth.drag_coefficient),
+        lift_coefficient=float(cloth.lift_coefficient),
+        air_density_kg_m3=float(cloth.air_density),
+    )
 
 
 def shrink_from_settings(cloth, group_weights=None):
@@ -194,6 +207,7 @@ def sewing_from_settings(cloth, loose_edge_pairs):
         closing_time_s=float(cloth.sewing_closing_time),
         sewing_force_max=float(cloth.sewing_force_max),
         seam=str(cloth.seam_mode).lower(),
+        seam_bending=bool(cloth.use_seam_bending),
     )
 
 
@@ -204,6 +218,7 @@ def solver_settings_from_scene(scene_settings, fps: float):
     return SolverSettings(
         substeps=int(scene_settings.substeps),
         iterations=int(scene_settings.iterations),
+        force_updates_per_frame=int(scene_settings.force_updates_per_frame),
         solve_mode=str(scene_settings.solve_mode),
         fps=float(fps),
     )

@@ -116,7 +116,7 @@ class SELVEDGE_PT_cloth_shape(_ClothSubpanel, Panel):
         layout.prop(s, "use_sewing_springs")
         col = layout.column(align=True)
         col.active = s.use_sewing_springs
-        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode"):
+        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode", "use_seam_bending"):
             col.prop(s, name)
         col = layout.column(align=True)
         col.prop(s, "shrink_min")
@@ -171,11 +171,15 @@ class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
             "field_weight_force",
             "field_weight_vortex",
             "field_weight_turbulence",
+            "field_weight_harmonic",
+            "field_weight_charge",
+            "field_weight_drag",
         ):
             col.prop(s, name)
         col = layout.column(align=True)
         col.prop(s, "drag_coefficient")
         col.prop(s, "lift_coefficient")
+        col.prop(s, "air_density")
 
 
 class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
@@ -212,6 +216,7 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         col = layout.column(align=True)
         col.prop(s, "substeps")
         col.prop(s, "iterations")
+        col.prop(s, "force_updates_per_frame")
         layout.prop(s, "solve_mode")
         layout.prop(s, "use_scene_frame_range")
         if not s.use_scene_frame_range:

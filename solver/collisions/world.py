@@ -38,7 +38,6 @@ from . import cloth_contacts as cc
 from .intersections import count_intersections as _count_intersections
 from .self_contact import two_hop_lists
 
-
 #: the most substeps one candidate list may serve (when nothing moves relative to the rest)
 WINDOW_MAX = 64
 
