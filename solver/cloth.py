@@ -63,7 +63,7 @@ from .hooks import (
 )
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
-from .multilevel import Hierarchy, build_hierarchy, solve_multilevel
+from .multilevel import Hierarchy, blocked_hierarchy, build_hierarchy, solve_multilevel
 from .settings import ClothOptions, SolverSettings
 from .sewing import Sewing, SewingConstraints
 from .shrink import Shrink
@@ -76,6 +76,13 @@ HARD_PIN_WEIGHT = 1.0 - 1e-6
 LINK_GRAIN_TOLERANCE_DEG = 10.0
 #: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
 _SOLVER_LOCK = threading.Lock()
+
+
+#: In the coloured mode a coarse level of the stretch limit with at least this many pairs runs by
+#: blocks in parallel (:func:`.multilevel.blocked_hierarchy`); the smaller levels run in serial
+#: order in one piece: a level split into blocks costs three waits of the team (about what ~2000
+#: projections take on two threads) and delays its cut pairs to the end of its pass.
+STRETCH_LIMIT_BLOCK_MIN_PAIRS = 2000
 
 
 class Cloth:
@@ -372,7 +379,10 @@ class Cloth:
             sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
             vertex_order = np.argsort(part, kind="stable")
             vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
-            self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part)
+            blocked = None
+            if self.hierarchy is not None:
+                blocked = blocked_hierarchy(self.hierarchy, part, n_blocks, STRETCH_LIMIT_BLOCK_MIN_PAIRS)
+            self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part, blocked)
         return self._colored[:4]
 
     def _fused_schedule(self) -> FusedSchedule | None:
@@ -383,7 +393,6 @@ class Cloth:
             self.settings.solve_mode != "colored"
             or not self.fused_frames
             or not FUSED_SUPPORTED
-            or self.hierarchy is not None
             or self.contact_handler is not None
             or self.acceleration_hook is not None
             or self.proposal_hook is not None
@@ -397,9 +406,17 @@ class Cloth:
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
         if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
             self._fused = FusedSchedule(
-                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2]
+                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2], self._colored[5]
             )
         return self._fused
+
+    def _stretch_limit_levels(self) -> Hierarchy | None:
+        """The hierarchy as the current solve mode runs it: in the coloured mode with each level
+        in block order (:func:`.multilevel.blocked_hierarchy`, the order of the fused frame)."""
+        if self.hierarchy is None or self.settings.solve_mode != "colored":
+            return self.hierarchy
+        self._colored_schedule()
+        return self._colored[5].hierarchy
 
     def _vertex_blocks(self):
         """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
@@ -771,6 +788,7 @@ class Cloth:
             return
         blocks = self._vertex_blocks()
         volume, sewing = self.volume, self.sewing
+        levels = self._stretch_limit_levels()
         volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
@@ -835,9 +853,9 @@ class Cloth:
                 tick("contacts_narrow_phase", t0)
             yield "predicted"
             for iteration in range(s.iterations):
-                if self.hierarchy is not None:
+                if levels is not None:
                     t0 = clock()
-                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy)
+                    self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels)
                     tick("stretch_limit", t0)
                     if check_phases:
                         self._check("the stretch limit", sub, h)

@@ -280,34 +280,126 @@ def _sweep_level(x, inv_mass, edges, max_length, first, stop):
 
 
 @njit(**_JIT)
+def snapshot_range(x, x_snapshot, snapshot, first, stop):
+    """Copy the positions of ``snapshot[first:stop]`` (level-1 vertices) into ``x_snapshot``."""
+    for k in range(first, stop):
+        v = snapshot[k]
+        for d in range(3):
+            x_snapshot[v, d] = x[v, d]
+
+
+@njit(**_JIT)
+def prolong_range(x, x_snapshot, hierarchy, first, stop):
+    """Move children ``first:stop`` by their parents' weighted displacement since the snapshot."""
+    hz = hierarchy
+    for c in range(first, stop):
+        i = hz.children[c]
+        mx = 0.0
+        my = 0.0
+        mz = 0.0
+        for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
+            p = hz.parents[e]
+            w = hz.parent_weight[e]
+            mx += w * (x[p, 0] - x_snapshot[p, 0])
+            my += w * (x[p, 1] - x_snapshot[p, 1])
+            mz += w * (x[p, 2] - x_snapshot[p, 2])
+        x[i, 0] += mx
+        x[i, 1] += my
+        x[i, 2] += mz
+
+
+@njit(**_JIT)
+def solve_levels(x, x_snapshot, hierarchy, top, bottom):
+    """Levels ``top`` down to ``bottom``: each level's sweep, then its children follow their parents."""
+    hz = hierarchy
+    active = 0
+    for level in range(top, bottom - 1, -1):
+        active += _sweep_level(
+            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
+        )
+        prolong_range(x, x_snapshot, hz, hz.child_offsets[level - 1], hz.child_offsets[level])
+    return active
+
+
+@njit(**_JIT)
 def solve_multilevel(x, x_snapshot, hierarchy):
     """One coarse-to-fine pass over levels L .. 1 (module docstring); the number of violating
     coarse pairs it projected (the active set, for the diagnostics)."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
-    active = 0
     if levels == 0:
         return 0
-    for k in range(hz.snapshot.shape[0]):
-        v = hz.snapshot[k]
-        for d in range(3):
-            x_snapshot[v, d] = x[v, d]
-    for level in range(levels, 0, -1):
-        active += _sweep_level(
-            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
-        )
-        for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
-            i = hz.children[c]
-            mx = 0.0
-            my = 0.0
-            mz = 0.0
-            for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
-                p = hz.parents[e]
-                w = hz.parent_weight[e]
-                mx += w * (x[p, 0] - x_snapshot[p, 0])
-                my += w * (x[p, 1] - x_snapshot[p, 1])
-                mz += w * (x[p, 2] - x_snapshot[p, 2])
-            x[i, 0] += mx
-            x[i, 1] += my
-            x[i, 2] += mz
-    return active
+    snapshot_range(x, x_snapshot, hz.snapshot, 0, hz.snapshot.shape[0])
+    return solve_levels(x, x_snapshot, hz, levels, 1)
+
+
+class BlockedHierarchy(NamedTuple):
+    """A :class:`Hierarchy` reordered for the coloured mode's vertex parts (:func:`blocked_hierarchy`).
+
+    Levels ``split + 1 .. L`` keep their serial order (one item runs them); for each level
+    ``l <= split``, ``edge_blocks[l]``: absolute offsets into ``hierarchy.edges`` of its blocks
+    (``n_blocks + 2`` entries: block b between ``[b]`` and ``[b + 1]``, the pairs crossing a cut
+    between ``[n_blocks]`` and ``[n_blocks + 1]``); ``child_blocks[l]``: offsets of level l's
+    children per block; ``snapshot_blocks``: offsets of the level-1 vertices per block.
+    """
+
+    hierarchy: Hierarchy
+    split: int
+    edge_blocks: np.ndarray
+    child_blocks: np.ndarray
+    snapshot_blocks: np.ndarray
+
+
+def blocked_hierarchy(hz: Hierarchy, part: np.ndarray, n_blocks: int, min_pairs: int) -> BlockedHierarchy:
+    """The same levels with each level of at least ``min_pairs`` pairs in block order (a block's
+    pairs move only its own vertices, in their serial pin-outward order; then the pairs crossing a
+    cut), its children and the snapshot sorted by block (:func:`.coloring.block_schedule`).
+
+    The smaller (coarser) levels keep the serial order: they are cheap, and the block order delays
+    the pairs crossing the cut to the end of a level's pass, which on a coarse level (where a pair
+    spans a good part of the sheet) breaks the pin-outward sweep that carries a correction across
+    the sheet in one pass (32 x 32 corner sheet, every level blocked: 12 mm from serial after 12
+    frames, against 5 mm for the fine sweep alone).
+
+    The blocks of a level share no movable vertex and a child is written by its own prolongation
+    only, so a level's blocks (and its children's blocks) can run at the same time with the same
+    result as :func:`solve_multilevel` over this reordered hierarchy, whatever the team of threads.
+    """
+    from .coloring import block_schedule
+
+    levels = hz.edge_offsets.shape[0] - 2
+    edges, max_length = hz.edges.copy(), hz.max_length.copy()
+    edge_blocks = np.zeros((levels + 1, n_blocks + 2), np.int64)
+    child_blocks = np.zeros((levels + 1, n_blocks + 1), np.int64)
+    child_order = np.arange(hz.children.shape[0])
+    split = 0
+    while split < levels and hz.edge_offsets[split + 2] - hz.edge_offsets[split + 1] >= min_pairs:
+        split += 1
+    for level in range(1, split + 1):
+        e0, e1 = int(hz.edge_offsets[level]), int(hz.edge_offsets[level + 1])
+        order, off = block_schedule(hz.edges[e0:e1], part, hz.inv_mass[level], n_blocks)
+        edges[e0:e1] = hz.edges[e0 + order]
+        max_length[e0:e1] = hz.max_length[e0 + order]
+        edge_blocks[level] = e0 + off
+        c0, c1 = int(hz.child_offsets[level - 1]), int(hz.child_offsets[level])
+        child_part = part[hz.children[c0:c1]]
+        corder = np.argsort(child_part, kind="stable")
+        child_order[c0:c1] = c0 + corder
+        child_blocks[level] = c0 + np.searchsorted(child_part[corder], np.arange(n_blocks + 1))
+    counts = np.diff(hz.parent_start)[child_order]
+    parent_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    within = np.arange(int(parent_start[-1])) - np.repeat(parent_start[:-1], counts)
+    src = np.repeat(hz.parent_start[:-1][child_order], counts) + within
+    snap_part = part[hz.snapshot]
+    sorder = np.argsort(snap_part, kind="stable")
+    blocked = hz._replace(
+        edges=np.ascontiguousarray(edges),
+        max_length=np.ascontiguousarray(max_length),
+        children=np.ascontiguousarray(hz.children[child_order]),
+        parent_start=parent_start,
+        parents=np.ascontiguousarray(hz.parents[src]),
+        parent_weight=np.ascontiguousarray(hz.parent_weight[src]),
+        snapshot=np.ascontiguousarray(hz.snapshot[sorder]),
+    )
+    snapshot_blocks = np.searchsorted(snap_part[sorder], np.arange(n_blocks + 1)).astype(np.int64)
+    return BlockedHierarchy(blocked, split, edge_blocks, child_blocks, snapshot_blocks)
