@@ -9,14 +9,15 @@ low-frequency stretch is gone and the fine sweep only fixes local error.
 Levels (built once from the rest state, :func:`build_hierarchy`):
 
 * level 0 is the mesh; level l+1's vertices are a maximal independent set of level l's graph
-  (hard pins always belong to every level), so every level-l vertex is a level-(l+1) vertex or
+  (hard pins always belong to every level, soft pins are taken before the other vertices), so every level-l vertex is a level-(l+1) vertex or
   the neighbour of one, and each level has about a quarter of the vertices of the one below;
 * a level-(l+1) edge joins two of its vertices that a path of at most three level-l edges links
   through non-members; its rest length is the rest distance (flat rest shapes and pattern rest
   lengths), or for a curved rest shape the shortest such path (a chord would forbid unfolding);
 * a non-member vertex of level l moves with its level-(l+1) neighbours ("parents") by inverse
   rest-distance weights, and each coarse vertex carries its own mass plus its share of its
-  children's (``m_p = m_p + sum_c w_cp m_c``); pins have inverse mass 0 at every level.
+  children's (``m_p = m_p + sum_c w_cp m_c``); pins have inverse mass 0 at every level, and a
+  soft pin's mass includes its attachment (``Cloth._attached_mass``).
 
 Constraints: a coarse edge is a strain-limit inequality (:mod:`.strain_limit`): it acts only when
 its vertices are further apart than ``(1 + stretch_limit)`` times its rest length, as HPBD's
@@ -73,8 +74,9 @@ class Hierarchy(NamedTuple):
 
 
 @njit(cache=True)
-def _independent_set(start, nbr, forced):
-    """Greedy maximal independent set in vertex order, ``forced`` vertices (pins) taken first."""
+def _independent_set(start, nbr, forced, preferred):
+    """Greedy maximal independent set in vertex order, ``forced`` vertices (pins) taken first, then
+    the open ``preferred`` ones (soft pins: a member unless a neighbour already is), then the rest."""
     n = start.shape[0] - 1
     state = np.zeros(n, np.int8)  # 0 open, 1 member, 2 next to a member
     for v in range(n):
@@ -82,6 +84,12 @@ def _independent_set(start, nbr, forced):
             state[v] = 1
     for v in range(n):
         if forced[v]:
+            for e in range(start[v], start[v + 1]):
+                if state[nbr[e]] == 0:
+                    state[nbr[e]] = 2
+    for v in range(n):
+        if preferred[v] and state[v] == 0:
+            state[v] = 1
             for e in range(start[v], start[v + 1]):
                 if state[nbr[e]] == 0:
                     state[nbr[e]] = 2
@@ -181,6 +189,7 @@ def build_hierarchy(
     stretch_limit,
     flat_rest: bool,
     max_levels: int = MAX_LEVELS,
+    anchored: np.ndarray | None = None,
 ) -> Hierarchy:
     """The levels of :mod:`this module <.multilevel>` for a mesh (see the module docstring).
 
@@ -188,6 +197,9 @@ def build_hierarchy(
     lengths when ``flat_rest``; ``edges``/``edge_rest_length``: the stretch edges (level 0).
     ``stretch_limit``: one strain for every link, or a function of an (m, 2) array of global vertex
     pairs giving each link's limit (``inf``: the pair links the level's graph but gets no constraint).
+    ``anchored``: vertices held by an attachment (soft pins, their attachment already in ``mass``):
+    preferred members of every level (a soft pin off a level would move with its parents against
+    its goal) and sources of the pin-outward order, like the pins; None: none.
     """
     n = positions.shape[0]
     kinematic = inv_mass <= 0.0
@@ -203,12 +215,13 @@ def build_hierarchy(
     level_len = np.asarray(edge_rest_length, np.float64)
     level_mass = np.asarray(mass, np.float64).copy()
     level_kin = kinematic.copy()
+    level_anchor = np.zeros(n, np.bool_) if anchored is None else np.asarray(anchored, np.bool_) & ~kinematic
     for _ in range(max_levels):
         m = level_ids.size
         if level_edges.shape[0] == 0:
             break
         start, nbr, length = edge_adjacency(m, level_edges, level_len)
-        member = _independent_set(start, nbr, level_kin)
+        member = _independent_set(start, nbr, level_kin, level_anchor)
         n_coarse = int(member.sum())
         if n_coarse < MIN_LEVEL_VERTICES or n_coarse > 0.75 * m:
             break
@@ -231,7 +244,7 @@ def build_hierarchy(
         coarse_mass = level_mass[member].copy()
         np.add.at(coarse_mass, coarse_id[p_parent], w * level_mass[p_child])
         coarse_kin = level_kin[member]
-        order = _pin_outward(pairs, n_coarse, coarse_kin)
+        order = _pin_outward(pairs, n_coarse, coarse_kin | level_anchor[member])
         pairs, rest = pairs[order], rest[order]
 
         links = coarse_global[pairs]
@@ -252,7 +265,7 @@ def build_hierarchy(
         if len(edge_list) == 2:
             level_one = coarse_global.astype(np.int64)
         level_ids, level_edges, level_len = coarse_global, pairs, rest
-        level_mass, level_kin = coarse_mass, coarse_kin
+        level_mass, level_kin, level_anchor = coarse_mass, coarse_kin, level_anchor[member]
 
     levels = len(edge_list) - 1
     edge_offsets = np.cumsum([0] + [e.shape[0] for e in edge_list]).astype(np.int64)
