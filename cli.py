@@ -162,6 +162,13 @@ def bake_open_file(opts, package, shot_name, emit) -> dict:
     from_package = importlib.import_module(package.__name__ + ".operators.bake")
     support = _support(package)
     _apply_settings(bpy, opts, support, shot_name)
+    # The solver's packages loaded (a DependencyError fails the shot with its one message) and, on the
+    # first bake on this machine, Numba's compile announced in the log and timed apart from the frames.
+    importlib.import_module(package.__name__ + ".dependencies").prepare_bake(
+        lambda level, text: print(f"{shot_name} | {text}", flush=True),
+        bpy.context.scene.selvedge.network_mode,
+        log=None,
+    )
     undo = _restrict_objects(bpy, opts.objects) if opts.objects else []
     try:
         messages = []

@@ -233,13 +233,14 @@ def compile_solver() -> float:
     return time.perf_counter() - t0
 
 
-def prepare_bake(report, network_mode: str = "OFF", show_status=None):
+def prepare_bake(report, network_mode: str = "OFF", show_status=None, log=print):
     """What an operator runs before a bake: the packages loaded (:class:`DependencyError` when not)
     and, on the first bake after install, the Numba compile announced and done.
 
-    ``report`` is the operator's ``self.report``; ``show_status`` (interactive runs) puts the
-    announcement in the status bar before the compile blocks. Returns the compile's seconds, or
-    None when the cache already held the kernels.
+    ``report`` is the operator's ``self.report``. Blender shows an operator's reports once it
+    returns, so the announcement also goes, before the compile blocks, to ``show_status``
+    (interactive runs: the status bar) and to ``log`` (the console, a ``blender -b`` log; None for
+    none). Returns the compile's seconds, or None when the cache already held the kernels.
     """
     require_solver()
     if network_mode != "OFF":
@@ -253,6 +254,9 @@ def prepare_bake(report, network_mode: str = "OFF", show_status=None):
     report({"INFO"}, message)
     if show_status is not None:
         show_status(message)
+    if log is not None:
+        log(message)
+        sys.stdout.flush()
     seconds = compile_solver()
     report({"INFO"}, f"Selvedge: solver compiled in {seconds:.1f} s; later bakes load it from the cache")
     return seconds

@@ -29,6 +29,7 @@ FEATURE_PHASE = {
     "off": None,
     "shrink": None,
     "wind_turbulence": "forces",
+    "harmonic": "forces",
     "aerodynamics": "forces",
     "sewing": "sewing",
     "pressure_off": None,
@@ -81,6 +82,10 @@ def build(solver, case: str, n: int, substeps: int):
         cloth.force_fields = [
             ForceField("wind", direction=(0.3, 1.0, 0.0), strength=2.0, flow=0.5, noise=0.5),
             ForceField("turbulence", location=(0.5, 0.5, 1.0), strength=1.0, size=0.3),
+        ]
+    elif case == "harmonic":  # a spring field: evaluated every substep, not once a frame
+        cloth.force_fields = [
+            ForceField("harmonic", location=(0.5, 0.5, 1.0), strength=2.0, damping=0.5, rest_length=0.3)
         ]
     elif case == "aerodynamics":
         cloth.aerodynamics = Aerodynamics(drag_coefficient=1.0, lift_coefficient=0.5)

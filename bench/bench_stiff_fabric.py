@@ -5,6 +5,10 @@ Scene (the one of ``bench_vs_blender_cloth.py``, solver only): a horizontal 1 m 
 frames at 24 fps. Every variant runs the same scene; the variants run interleaved ``--repeat``
 times and the line reports the median CPU time of the solve per frame (``time.thread_time``
 around ``Cloth.step``: the machine is shared, so wall time says little; compare the ratios).
+``--modes`` runs each variant in several solve modes (``serial``; ``colored2``: coloured on two
+threads, whose work the calling thread's CPU time misses, so every line also has the median
+wall time per frame); ``--grid`` takes several sizes (the resolution table: each size's cost
+per vertex against the first size's, same mode, same process).
 
 Strain is every mesh edge's (L - L0) / L0 after each frame: ``strain_p95`` is the worst frame's
 95th percentile, ``strain_max_outside_pin_rings`` the largest strain of an edge with both ends
@@ -16,6 +20,8 @@ One JSON line per variant, then one ``"case": "presets"`` line per preset at the
     .venv/bin/python bench/bench_stiff_fabric.py                     # 64 x 64, all variants
     .venv/bin/python bench/bench_stiff_fabric.py --grid 128 --frames 60 --variants defaults old_defaults
     .venv/bin/python bench/bench_stiff_fabric.py --write-docs        # and the table into docs/benchmarks.md
+    .venv/bin/python bench/bench_stiff_fabric.py --grid 64 128 256 317 --frames 36 --variants defaults \
+        --modes serial colored2 --no-presets                           # resolution x solve mode
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from selvedge_import import import_selvedge
 import_selvedge()
 from selvedge import solver
 from selvedge.solver import constraints
+
+#: mode label -> (solve_mode, threads)
+MODES = {"serial": ("serial", None), "colored2": ("colored", 2)}
 
 #: variant -> (what it is, ClothOptions overrides, SolverSettings overrides)
 VARIANTS = {
@@ -79,12 +88,14 @@ def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -
     edges = cloth.topology.edges
     hops = constraints.hops_to_pins(len(pos), edges, cloth.kinematic_index)
     outside = np.minimum(hops[edges[:, 0]], hops[edges[:, 1]]) > 2
-    cpu = []
+    cpu, wall, process = [], [], []
     p95 = raw_max = far_max = comp95 = 0.0
     for _ in range(frames - 1):
-        t0 = time.thread_time()
+        t0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
         cloth.step()
         cpu.append(time.thread_time() - t0)
+        wall.append(time.perf_counter() - w0)
+        process.append(time.process_time() - p0)
         s = cloth.edge_strain()
         p95 = max(p95, float(np.percentile(s, 95)))
         comp95 = max(comp95, float(np.percentile(-s, 95)))
@@ -96,6 +107,11 @@ def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -
         "substeps": st.substeps,
         "iterations": st.iterations,
         "cpu_ms_per_frame": 1e3 * statistics.median(cpu),
+        "wall_ms_per_frame": 1e3 * statistics.median(wall),
+        "process_cpu_ms_per_frame": 1e3 * statistics.median(process),  # all threads, spin-waits too
+        "solve_mode": st.solve_mode,
+        "threads": st.threads,
+        "one_region_per_frame": cloth._fused is not None,
         "strain_p95": p95,
         "strain_max_outside_pin_rings": far_max,
         "strain_max": raw_max,
@@ -104,17 +120,86 @@ def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -
     }
 
 
+def _mode_settings(settings: dict, mode: str) -> dict:
+    solve_mode, threads = MODES[mode]
+    return dict(settings, solve_mode=solve_mode, threads=threads)
+
+
+def resolution_table(args, argv) -> int:
+    """Every variant at every grid size in every mode (interleaved ``--repeat`` times): one
+    ``"case": "resolution"`` line each, with the wall time per vertex against the first grid's in
+    the same mode and the wall time against the first mode's at the same grid."""
+    results: dict[tuple, list[dict]] = {}
+    for _ in range(args.repeat):
+        for grid in args.grid:
+            for name in args.variants:
+                for mode in args.modes:
+                    settings = _mode_settings(VARIANTS[name][2], mode)
+                    results.setdefault((grid, name, mode), []).append(
+                        run(grid, args.frames, VARIANTS[name][1], settings)
+                    )
+    wall = {k: statistics.median(r["wall_ms_per_frame"] for r in v) for k, v in results.items()}
+    rows = []
+    for (grid, name, mode), runs in results.items():
+        r = dict(runs[-1], wall_ms_per_frame=wall[grid, name, mode])
+        first = (args.grid[0], name, mode)
+        per_vertex = (wall[grid, name, mode] / grid**2) / (wall[first] / args.grid[0] ** 2)
+        vs_mode = wall[grid, name, mode] / wall[grid, name, args.modes[0]]
+        line = {"case": "resolution", "variant": name, "grid": grid, "mode": mode, "frames": args.frames, **r}
+        line.update(per_vertex_vs_first_grid=per_vertex, wall_vs_first_mode=vs_mode)
+        print(json.dumps(line), flush=True)
+        rows.append(
+            [
+                f"{grid} x {grid}",
+                mode,
+                f"{100 * r['strain_p95']:.2f} %",
+                f"{100 * r['strain_max_outside_pin_rings']:.1f} %",
+                f"{r['wall_ms_per_frame']:.1f}",
+                f"{per_vertex:.2f}",
+                f"{vs_mode:.2f}",
+            ]
+        )
+    if args.write_docs:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from _docs_table import markdown_table, write_section
+
+        body = markdown_table(
+            [
+                "grid",
+                "mode",
+                "P95 strain (worst frame)",
+                "max outside pin 2-rings",
+                "wall ms/frame",
+                f"per vertex vs {args.grid[0]}",
+                f"vs {args.modes[0]}",
+            ],
+            rows,
+        )
+        command = "bench/bench_stiff_fabric.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_section(
+            "bench_stiff_fabric_resolution",
+            command.strip(),
+            f"Defaults, {args.frames} frames, median of {args.repeat} interleaved run(s).\n\n" + body,
+        )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid", type=int, default=64)
+    parser.add_argument("--grid", type=int, nargs="+", default=[64])
     parser.add_argument("--frames", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1, help="interleaved runs of every variant (median CPU time)")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["serial"])
     parser.add_argument("--no-presets", action="store_true", help="skip the per-preset lines")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
 
-    run(8, 3, {}, {})  # compile / load every kernel first
+    for mode in args.modes:  # compile / load every kernel first
+        run(8, 3, {}, _mode_settings({}, mode))
+    if len(args.grid) > 1 or args.modes != ["serial"]:
+        return resolution_table(args, argv)
+    args.grid = args.grid[0]
     results: dict[str, list[dict]] = {v: [] for v in args.variants}
     for _ in range(args.repeat):
         for name in args.variants:

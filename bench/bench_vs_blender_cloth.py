@@ -596,11 +596,8 @@ def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
 
 
 if __name__ == "__main__":
-    status = main()
-    if bpy.app.version[:2] == (4, 2):
-        # The bpy 4.2 module segfaults at interpreter exit once a class with Python callbacks has
-        # been registered (Selvedge's operators and properties), after everything here is done.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+    # The 4.x bpy modules crash (4.2) or hang (4.5) in their own teardown at exit once Selvedge's
+    # classes were registered: every script leaves through module_exit (see module_exit.py).
+    from importlib import import_module
+
+    import_module(selvedge.__name__ + ".module_exit").exit_process(main())

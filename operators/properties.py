@@ -55,16 +55,9 @@ assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i
 
 
 def _apply_preset(self, context):
-    """Picking a preset sets the sliders to its values (the solver is imported here, lazily). When the
-    solver's packages do not load, the sliders stay and the console gets the one-line reason (an
-    update callback has no report; the next bake reports it in the UI)."""
-    from ..dependencies import DependencyError, require_solver
-
-    try:
-        require_solver()
-    except DependencyError as error:
-        print(f"Selvedge: preset {self.material_preset!r} not applied: {error}")
-        return
+    """Picking a preset sets the sliders to its values. The preset table (``solver.materials``) is
+    plain Python: it applies without numba, so the panel works where the solver's packages do not
+    load, and the bake or preview reports that (:mod:`..dependencies`)."""
     from .scene_to_solver import preset_slider_values
 
     for key, value in preset_slider_values(self.material_preset).items():
@@ -120,14 +113,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     )
     friction: FloatProperty(
         name="Friction",
-        description="Static friction coefficient against colliders (kinetic friction keeps the preset's ratio)",
+        description="Static friction coefficient against colliders and other cloth (kinetic friction keeps "
+        "the preset's ratio)",
         default=0.6,
         min=0.0,
         soft_max=2.0,
     )
     thickness_m: FloatProperty(
         name="Thickness",
-        description="Cloth thickness for collisions, metres",
+        description="Cloth thickness for collisions (to colliders, other cloth and itself), metres",
         default=0.0015,
         min=1e-5,
         soft_max=0.05,
@@ -174,7 +168,24 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=1.0,
         soft_max=1.5,
     )
-    use_self_collision: BoolProperty(name="Self Collision", description="Cloth collides with itself", default=False)
+    use_self_collision: BoolProperty(
+        name="Self Collision",
+        description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart)",
+        default=False,
+    )
+    use_cloth_collision: BoolProperty(
+        name="Collide with Cloth",
+        description="Collides two-way with the other cloth objects of the bake (those with this on too)",
+        default=True,
+    )
+    collision_layer: IntProperty(
+        name="Layer",
+        description="Garment layer, inner = lower (a shirt 0, a jacket over it 1): in a contact of two "
+        "layers the inner one acts Layer Mass Scale times heavier",
+        default=0,
+        min=0,
+        soft_max=10,
+    )
 
     # Cloth: field weights and aerodynamics (Blender Cloth > Field Weights; Chaos Cloth's drag/lift).
     effector_collection: PointerProperty(
@@ -200,6 +211,15 @@ class SelvedgeObjectSettings(PropertyGroup):
     field_weight_turbulence: FloatProperty(
         name="Turbulence", default=1.0, min=0.0, soft_max=1.0, description="Scale of Turbulence fields"
     )
+    field_weight_harmonic: FloatProperty(
+        name="Harmonic", default=1.0, min=0.0, soft_max=1.0, description="Scale of Harmonic fields"
+    )
+    field_weight_charge: FloatProperty(
+        name="Charge", default=1.0, min=0.0, soft_max=1.0, description="Scale of Charge fields"
+    )
+    field_weight_drag: FloatProperty(
+        name="Drag", default=1.0, min=0.0, soft_max=1.0, description="Scale of Drag fields"
+    )
     drag_coefficient: FloatProperty(
         name="Drag Coefficient",
         description="Per-triangle aerodynamic drag against the air (wind fields are air, m/s); 0: off",
@@ -213,6 +233,13 @@ class SelvedgeObjectSettings(PropertyGroup):
         default=0.0,
         min=0.0,
         soft_max=2.0,
+    )
+    air_density: FloatProperty(
+        name="Air Density",
+        description="Density of the air the drag and lift act in, kg/m^3 (water: 1000)",
+        default=1.225,
+        min=0.0,
+        soft_max=1000.0,
     )
 
     # Cloth: shape (Blender Cloth > Shape: Sewing, Shrinking) and pressure (Blender Cloth > Pressure).
@@ -231,6 +258,11 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=0.0,
         soft_max=5.0,
         unit="TIME_ABSOLUTE",
+    )
+    use_seam_bending: BoolProperty(
+        name="Bend Across Seams",
+        description="Closed seams resist bending like the cloth (off: a seam is a free hinge)",
+        default=True,
     )
     seam_mode: EnumProperty(
         name="Seams",
@@ -341,6 +373,14 @@ class SelvedgeSceneSettings(PropertyGroup):
     iterations: IntProperty(
         name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
     )
+    force_updates_per_frame: IntProperty(
+        name="Field Updates",
+        description="Evaluations of the force fields and aerodynamics per frame, held in between "
+        "(raise for strong Flow, stiff Harmonic fields or light, draggy cloth)",
+        default=1,
+        min=1,
+        soft_max=10,
+    )
     solve_mode: EnumProperty(
         name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"
     )
@@ -363,6 +403,14 @@ class SelvedgeSceneSettings(PropertyGroup):
             ),
         ),
         default="OFF",
+    )
+    layer_mass_scale: FloatProperty(
+        name="Layer Mass Scale",
+        description="In a contact between two cloth layers the inner (lower Layer) one acts this many "
+        "times heavier, so outer layers give way (1: off)",
+        default=4.0,
+        min=1.0,
+        soft_max=20.0,
     )
     use_scene_frame_range: BoolProperty(
         name="Use Scene Frame Range", description="Bake the scene's frame range", default=True

@@ -36,17 +36,24 @@ CLOTH_KEYS = (
     "use_tethers",
     "tether_scale",
     "use_self_collision",
+    "use_cloth_collision",
+    "collision_layer",
     "field_weight_gravity",
     "field_weight_all",
     "field_weight_wind",
     "field_weight_force",
     "field_weight_vortex",
     "field_weight_turbulence",
+    "field_weight_harmonic",
+    "field_weight_charge",
+    "field_weight_drag",
     "drag_coefficient",
     "lift_coefficient",
+    "air_density",
     "use_sewing_springs",
     "sewing_force_max",
     "sewing_closing_time",
+    "use_seam_bending",
     "seam_mode",
     "shrink_min",
     "shrink_max",
@@ -64,8 +71,10 @@ WEIGHT_MAP_KEYS = {"warp": "weight_map_warp", "weft": "weight_map_weft", "bend":
 SCENE_KEYS = (
     "substeps",
     "iterations",
+    "force_updates_per_frame",
     "solve_mode",
     "network_mode",
+    "layer_mass_scale",
     "use_scene_frame_range",
     "frame_start",
     "frame_end",
@@ -145,20 +154,27 @@ def options_from_settings(cloth):
 
 
 def effector_weights(cloth) -> dict:
-    """The cloth's Field Weights as ``solver.forces.field_from_blender`` takes them."""
+    """The cloth's Field Weights as ``solver.blender_fields.field_from_blender`` takes them."""
     return {
         "all": float(cloth.field_weight_all),
         "wind": float(cloth.field_weight_wind),
         "force": float(cloth.field_weight_force),
         "vortex": float(cloth.field_weight_vortex),
         "turbulence": float(cloth.field_weight_turbulence),
+        "harmonic": float(cloth.field_weight_harmonic),
+        "charge": float(cloth.field_weight_charge),
+        "drag": float(cloth.field_weight_drag),
     }
 
 
 def aerodynamics_from_settings(cloth):
     from ..solver.aerodynamics import Aerodynamics
 
-    return Aerodynamics(drag_coefficient=float(cloth.drag_coefficient), lift_coefficient=float(cloth.lift_coefficient))
+    return Aerodynamics(
+        drag_coefficient=float(cloth.drag_coefficient),
+        lift_coefficient=float(cloth.lift_coefficient),
+        air_density_kg_m3=float(cloth.air_density),
+    )
 
 
 def shrink_from_settings(cloth, group_weights=None):
@@ -194,6 +210,25 @@ def sewing_from_settings(cloth, loose_edge_pairs):
         closing_time_s=float(cloth.sewing_closing_time),
         sewing_force_max=float(cloth.sewing_force_max),
         seam=str(cloth.seam_mode).lower(),
+        seam_bending=bool(cloth.use_seam_bending),
+    )
+
+
+def cloth_collision_from_settings(cloth, material):
+    """The cloth's part in the bake's collision world (``solver.collisions.world.ClothCollision``).
+
+    Thickness and friction are the material's (``material_from_settings``: the Thickness and
+    Friction sliders), so one cloth keeps the same gap and friction against colliders, other
+    cloth and itself; ``collision_layer`` is the garment layer (inner = lower).
+    """
+    from ..solver.collisions.world import ClothCollision
+
+    return ClothCollision(
+        thickness_m=float(material.thickness_m),
+        layer=int(cloth.collision_layer),
+        self_collision=bool(cloth.use_self_collision),
+        collide_with_cloths=bool(cloth.use_cloth_collision),
+        friction=float(material.friction_static),
     )
 
 
@@ -204,6 +239,7 @@ def solver_settings_from_scene(scene_settings, fps: float):
     return SolverSettings(
         substeps=int(scene_settings.substeps),
         iterations=int(scene_settings.iterations),
+        force_updates_per_frame=int(scene_settings.force_updates_per_frame),
         solve_mode=str(scene_settings.solve_mode),
         fps=float(fps),
     )

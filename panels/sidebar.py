@@ -89,7 +89,12 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         sub = row.row()
         sub.active = s.use_tethers
         sub.prop(s, "tether_scale", text="Scale")
-        layout.prop(s, "use_self_collision")
+        col = layout.column(heading="Collisions")
+        col.prop(s, "use_self_collision")
+        col.prop(s, "use_cloth_collision")
+        sub = col.row()
+        sub.active = s.use_cloth_collision
+        sub.prop(s, "collision_layer")
 
 
 class _ClothSubpanel(_SelvedgePanel):
@@ -116,7 +121,7 @@ class SELVEDGE_PT_cloth_shape(_ClothSubpanel, Panel):
         layout.prop(s, "use_sewing_springs")
         col = layout.column(align=True)
         col.active = s.use_sewing_springs
-        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode"):
+        for name in ("sewing_force_max", "sewing_closing_time", "seam_mode", "use_seam_bending"):
             col.prop(s, name)
         col = layout.column(align=True)
         col.prop(s, "shrink_min")
@@ -171,11 +176,15 @@ class SELVEDGE_PT_cloth_fields(_ClothSubpanel, Panel):
             "field_weight_force",
             "field_weight_vortex",
             "field_weight_turbulence",
+            "field_weight_harmonic",
+            "field_weight_charge",
+            "field_weight_drag",
         ):
             col.prop(s, name)
         col = layout.column(align=True)
         col.prop(s, "drag_coefficient")
         col.prop(s, "lift_coefficient")
+        col.prop(s, "air_density")
 
 
 class SELVEDGE_PT_collider(_SelvedgePanel, Panel):
@@ -212,6 +221,7 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         col = layout.column(align=True)
         col.prop(s, "substeps")
         col.prop(s, "iterations")
+        col.prop(s, "force_updates_per_frame")
         layout.prop(s, "solve_mode")
         layout.prop(s, "use_scene_frame_range")
         if not s.use_scene_frame_range:
@@ -223,6 +233,7 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         col.operator("selvedge.bake_cache", icon="FILE_CACHE")
         col.operator("selvedge.bake_shape_keys", icon="SHAPEKEY_DATA")
         col.operator("selvedge.free_bake", icon="TRASH")
+        layout.prop(s, "layer_mass_scale")
         layout.prop(s, "network_mode")
 
 
@@ -283,6 +294,14 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
         col.label(text=f"Frames {stats['frame_start']}-{stats['frame_end']} ({stats['frames']} simulated)")
         col.label(text=f"Last frame: max strain {100 * stats['strain_max']:.2f}%, P95 {100 * stats['strain_p95']:.2f}%")
         col.label(text=f"Last frame: {stats['ms_per_frame']:.1f} ms")
+        if "intersections" in stats:
+            col.label(
+                text=f"Last frame: {stats['cloth_cloth_contacts']} cloth-cloth, {stats['self_contacts']} self contacts"
+            )
+            col.label(
+                text=f"Crossing triangle pairs: {stats['intersections']} (most in a frame {stats['intersections_max']})",
+                icon="ERROR" if stats["intersections_max"] else "CHECKMARK",
+            )
 
 
 CLASSES = (

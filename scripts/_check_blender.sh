@@ -2,7 +2,8 @@
 # `source scripts/_check_blender.sh LABEL REQUIREMENTS VENV [pytest arguments]`.
 #
 # Creates VENV (Python 3.11) from REQUIREMENTS through scripts/_venv.sh, then runs pytest with the
-# options of scripts/test.sh on the given test files (default: every Blender-layer test, tests/blender)
+# options of scripts/test.sh on the given test files (default: every Blender-layer test, tests/blender,
+# and the docs' Blender examples, the `blender`-marked tests of tests/docs/test_readme_examples.py)
 # in-process, and leaves through module_exit.exit_process: the 4.x bpy modules crash (4.2) or hang
 # (4.5) in their own C++ teardown at interpreter exit once classes were registered, after pytest
 # has finished and reported (see module_exit.py). A per-file summary (passed failed skipped
@@ -15,8 +16,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "$CHECK_REQ" 3.11 "$CHECK_VENV"
 
 if [ "$#" -gt 0 ]; then
   TESTS=("$@")
-else
-  TESTS=(tests/blender)
+else  # the Blender layer, and the docs' Blender examples (one runs as a script that must end on 4.x)
+  TESTS=(-m blender tests/blender tests/docs/test_readme_examples.py)
 fi
 REPORT="$(mktemp -t selvedge-check-XXXXXX.txt)"
 set +e

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Blender 4.2 LTS check: the Blender-layer tests (tests/blender) against the pip bpy 4.2 module.
+# Blender 4.2 LTS check: tests/blender and the docs' Blender examples against the pip bpy 4.2 module.
 #
-#   scripts/check_blender_42.sh                                        # all of tests/blender
+#   scripts/check_blender_42.sh                                        # tests/blender and the docs' Blender examples
 #   scripts/check_blender_42.sh tests/blender/test_sidebar_panels.py -k panel   # other pytest arguments
 #
 # The venv is .venv42 (ignored by git), Python 3.11 (what Blender 4.2 ships), from

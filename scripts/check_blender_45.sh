@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Blender 4.5 LTS check: the Blender-layer tests (tests/blender) against the pip bpy 4.5 module.
+# Blender 4.5 LTS check: tests/blender and the docs' Blender examples against the pip bpy 4.5 module.
 #
-#   scripts/check_blender_45.sh                                        # all of tests/blender
+#   scripts/check_blender_45.sh                                        # tests/blender and the docs' Blender examples
 #   scripts/check_blender_45.sh tests/blender/test_command_line.py     # other pytest arguments
 #
 # The venv is .venv45 (ignored by git), Python 3.11 (what Blender 4.5 ships), from

@@ -1,17 +1,21 @@
-"""Headless Blender demo (the main job): a sheet draped over a rigged body, baked with the Selvedge operators.
+"""Headless Blender demo (the main job): two cloth layers draped over a rigged body, baked with the Selvedge operators.
 
 Builds the scene from primitives with the ``bpy`` module (no Blender UI): a two-bone rigged
 cylinder torso whose collider is one capsule per bone (``selvedge.fit_capsules_to_bones``), a
-sphere head parented to the upper bone (``selvedge.fit_collider(shape='SPHERE')``), and a
-square sheet pinned by a vertex group at the top of the head, parented to the upper bone so the
-pins follow the animation. The rig bends and turns while the cloth drapes. Then it bakes with
+sphere head parented to the upper bone (``selvedge.fit_collider(shape='SPHERE')``), and two
+square sheets pinned by vertex groups at the top of the head, parented to the upper bone so the
+pins follow the animation: the inner ``Cloth`` (layer 0) and a shorter ``Cape`` over it (layer 1,
+``--layers 1`` leaves it out). Both self-collide and collide with each other (one collision
+world). The rig bends and turns while the cloth drapes. Then it bakes with
 ``bpy.ops.selvedge.bake_cache()``, saves ``demo.blend`` (Mesh Cache modifier configured, cache
-path relative to the .blend), renders one PNG with Cycles on the CPU and prints a summary
-(last line: JSON).
+path relative to the .blend), counts the crossing triangle pairs of the played-back layers at
+every frame with Blender's ``BVHTree.overlap``, renders two PNGs (front and back) with Cycles on
+the CPU and prints a summary (last line: JSON).
 
 Run: ``.venv/bin/python scripts/demo_blender.py [--frames 48] [--resolution 24] [--out out/demo_blender]``
 with ``requirements/demo.txt`` installed; or ``blender -b -P scripts/demo_blender.py -- [options]``.
-Outputs in ``--out``: ``demo.blend``, ``Cloth.pc2``, ``Cloth.json`` (sidecar), ``preview.png``.
+Outputs in ``--out``: ``demo.blend``, ``Cloth.pc2``, ``Cloth.json`` (sidecar), ``Cape.pc2``, ``Cape.json``,
+``preview.png`` (front), ``preview_back.png``.
 """
 
 from __future__ import annotations
@@ -35,10 +39,14 @@ selvedge = import_selvedge()
 TORSO_RADIUS, TORSO_BOTTOM, BONE_LENGTH = 0.15, 0.8, 0.3
 HEAD_RADIUS, HEAD_Z = 0.1, 1.52
 SHEET_SIZE, SHEET_Z, PIN_RADIUS = 0.9, 1.64, 0.05
+#: The outer layer: a shorter sheet (a capelet over the inner one), this far above it at rest.
+CAPE_SCALE, CAPE_LIFT = 0.7, 0.03
+#: Base colours (RGBA) of the layers: inner light, outer dark red.
+LAYER_COLOURS = ((0.8, 0.8, 0.75, 1.0), (0.45, 0.06, 0.06, 1.0))
 
 
-def build_scene(frames: int, resolution: int, substeps: int):
-    """The demo scene in a fresh file; returns (rig, body, head, cloth)."""
+def build_scene(frames: int, resolution: int, substeps: int, layers: int = 2):
+    """The demo scene in a fresh file; returns (rig, body, head, [cloth, cape])."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if not hasattr(bpy.types.Object, "selvedge"):
         selvedge.register()
@@ -97,26 +105,13 @@ def build_scene(frames: int, resolution: int, substeps: int):
     head.name = "Head"
     _parent_to_bone(head, rig, "Upper")
 
-    # Cloth: a square sheet above the head, pinned around its centre, riding on the upper bone.
-    bpy.ops.mesh.primitive_grid_add(
-        x_subdivisions=resolution - 1,
-        y_subdivisions=resolution - 1,
-        size=SHEET_SIZE,
-        calc_uvs=True,
-        location=(0.0, 0.0, SHEET_Z),
-    )
-    cloth = bpy.context.object
-    cloth.name = "Cloth"
-    co = np.empty(3 * len(cloth.data.vertices))
-    cloth.data.vertices.foreach_get("co", co)
-    r = np.hypot(co[0::3], co[1::3])
-    centre = np.flatnonzero(r <= max(PIN_RADIUS, float(r.min()) + 1e-6)).tolist()  # at least the middle ones
-    cloth.vertex_groups.new(name="Pins").add(centre, 1.0, "REPLACE")
-    _parent_to_bone(cloth, rig, "Upper")
-    s = cloth.selvedge
-    s.role = "CLOTH"
-    s.material_preset = "cotton"
-    s.pin_group = "Pins"
+    # Cloth: square sheets above the head, pinned around their centres, riding on the upper bone.
+    cloths = [
+        _pinned_sheet(name, resolution, size, z, layer, rig)
+        for layer, (name, size, z) in enumerate(
+            (("Cloth", SHEET_SIZE, SHEET_Z), ("Cape", CAPE_SCALE * SHEET_SIZE, SHEET_Z + CAPE_LIFT))[:layers]
+        )
+    ]
 
     # Colliders with the Selvedge operators: capsules from the bones, a sphere fitted to the head.
     bpy.context.view_layer.objects.active = body
@@ -136,10 +131,40 @@ def build_scene(frames: int, resolution: int, substeps: int):
             pb.keyframe_insert("rotation_euler", frame=frame)
         rig.rotation_euler = (0.0, 0.0, math.radians(turn))
         rig.keyframe_insert("rotation_euler", frame=frame)
-    for obj in (body, head, cloth):
+    for obj in (body, head, *cloths):
         obj.data.shade_smooth()
     scene.frame_set(1)
-    return rig, body, head, cloth
+    return rig, body, head, cloths
+
+
+def _pinned_sheet(name, resolution, size, z, layer, rig):
+    """A cotton sheet of ``resolution`` x ``resolution`` vertices centred over the head at height
+    ``z``, its middle pinned, on garment layer ``layer``, self-colliding."""
+    bpy.ops.mesh.primitive_grid_add(
+        x_subdivisions=resolution - 1, y_subdivisions=resolution - 1, size=size, calc_uvs=True, location=(0.0, 0.0, z)
+    )
+    cloth = bpy.context.object
+    cloth.name = name
+    co = np.empty(3 * len(cloth.data.vertices))
+    cloth.data.vertices.foreach_get("co", co)
+    r = np.hypot(co[0::3], co[1::3])
+    centre = np.flatnonzero(r <= max(PIN_RADIUS, float(r.min()) + 1e-6)).tolist()  # at least the middle ones
+    cloth.vertex_groups.new(name="Pins").add(centre, 1.0, "REPLACE")
+    _parent_to_bone(cloth, rig, "Upper")
+    s = cloth.selvedge
+    s.role = "CLOTH"
+    s.material_preset = "cotton"
+    s.pin_group = "Pins"
+    s.collision_layer = layer
+    s.use_self_collision = True
+    material = bpy.data.materials.new(name)  # a colour per layer, so the renders tell them apart
+    if bpy.app.version < (5, 0, 0):  # node materials by default from 5.0 (the switch goes in 6.0)
+        material.use_nodes = True
+    bsdf = material.node_tree.nodes.get("Principled BSDF") if material.node_tree else None
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = LAYER_COLOURS[layer % len(LAYER_COLOURS)]
+    cloth.data.materials.append(material)
+    return cloth
 
 
 def _parent_to_bone(obj, rig, bone):
@@ -155,12 +180,19 @@ def _ok(result, what):
         raise RuntimeError(f"bpy.ops.selvedge.{what} returned {result}")
 
 
+#: Where the two renders look from (front, back), at the chest.
+CAMERA_LOCATIONS = ((1.6, -2.4, 1.7), (-1.6, 2.4, 1.7))
+
+
+def place_camera(cam, location) -> None:
+    cam.location = location
+    cam.rotation_euler = _look_rotation(np.array([0.0, 0.0, 1.2]) - np.array(location))
+
+
 def add_camera_and_light(scene, width: int, height: int, samples: int, path: Path):
     cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
     scene.collection.objects.link(cam)
-    cam.location = (1.6, -2.4, 1.7)
-    direction = np.array([0.0, 0.0, 1.2]) - np.array(cam.location)
-    cam.rotation_euler = _look_rotation(direction)
+    place_camera(cam, CAMERA_LOCATIONS[0])
     scene.camera = cam
     sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", "SUN"))
     sun.data.energy = 3.0
@@ -214,6 +246,24 @@ def distance_to_body(points, shapes):
     return best
 
 
+def crossing_pairs(cloths, depsgraph) -> int:
+    """Triangle pairs of the played-back cloths that cross (Blender's ``BVHTree.overlap`` on the loop
+    triangles): between two layers, and within a layer for triangles sharing no vertex."""
+    from mathutils.bvhtree import BVHTree
+
+    trees, tris = [], []
+    for obj in cloths:
+        obj.data.calc_loop_triangles()
+        t = [tuple(lt.vertices) for lt in obj.data.loop_triangles]
+        trees.append(BVHTree.FromPolygons([tuple(p) for p in cloth_world(obj, depsgraph)], t, all_triangles=True))
+        tris.append(t)
+    count = 0
+    for i, (tree, t) in enumerate(zip(trees, tris)):
+        count += sum(1 for a, b in tree.overlap(tree) if a < b and not set(t[a]) & set(t[b]))
+        count += sum(len(tree.overlap(other)) for other in trees[i + 1 :])
+    return count
+
+
 def cloth_world(obj, depsgraph):
     obj_eval = obj.evaluated_get(depsgraph)
     mesh = obj_eval.to_mesh()
@@ -236,6 +286,7 @@ def main(argv=None) -> int:
     parser.add_argument("--width", type=int, default=320, help="preview width in pixels (default 320)")
     parser.add_argument("--height", type=int, default=240, help="preview height in pixels (default 240)")
     parser.add_argument("--samples", type=int, default=8, help="Cycles samples (default 8)")
+    parser.add_argument("--layers", type=int, choices=(1, 2), default=2, help="cloth layers (default 2: Cloth, Cape)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "out" / "demo_blender", help="output folder (default out/demo_blender)"
     )
@@ -244,9 +295,10 @@ def main(argv=None) -> int:
         parser.error("--frames must be >= 1 and --resolution >= 3")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    blend, png = out / "demo.blend", out / "preview.png"
+    blend, png, png_back = out / "demo.blend", out / "preview.png", out / "preview_back.png"
 
-    rig, body, head, cloth = build_scene(args.frames, args.resolution, args.substeps)
+    rig, body, head, cloths = build_scene(args.frames, args.resolution, args.substeps, args.layers)
+    cloth = cloths[0]
     scene = bpy.context.scene
     add_camera_and_light(scene, args.width, args.height, args.samples, png)
     bpy.context.preferences.filepaths.save_version = 0  # no demo.blend1 backups
@@ -267,23 +319,34 @@ def main(argv=None) -> int:
     sidecar = json.loads(sidecar_path.read_text())
     strain_max = max(f["strain_max"] for f in sidecar["frames"])
     solver_ms = float(np.mean([f["timings_ms"]["total"] for f in sidecar["frames"]]))
+    cloth_contacts = max(f["contacts"].get("cloth_cloth_pushing_pairs_max", 0) for f in sidecar["frames"])
 
-    # Playback through the Mesh Cache modifier: the closest any cloth vertex comes to the body.
-    closest = math.inf
+    # Playback through the Mesh Cache modifier: the closest any cloth vertex comes to the body, and
+    # the crossing triangle pairs of the layers (Blender's own overlap test) at every frame.
+    closest, crossings = math.inf, []
     for frame in range(scene.frame_start, scene.frame_end + 1):
         scene.frame_set(frame)
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        d = distance_to_body(cloth_world(cloth, depsgraph), capsules_and_sphere(rig, head, depsgraph))
-        closest = min(closest, float(d.min()))
+        shapes = capsules_and_sphere(rig, head, depsgraph)
+        for obj in cloths:
+            closest = min(closest, float(distance_to_body(cloth_world(obj, depsgraph), shapes).min()))
+        crossings.append(crossing_pairs(cloths, depsgraph))
     scene.frame_set(scene.frame_end)
     bpy.ops.wm.save_as_mainfile(filepath=str(blend))
 
     t0 = time.perf_counter()
     bpy.ops.render.render(write_still=True)
+    scene.render.filepath = str(png_back)
+    place_camera(scene.camera, CAMERA_LOCATIONS[1])
+    bpy.ops.render.render(write_still=True)
     render_s = time.perf_counter() - t0
     summary = {
         "frames": args.frames,
         "vertices": len(cloth.data.vertices),
+        "layers": [o.name for o in cloths],
+        "layer_vertices": [len(o.data.vertices) for o in cloths],
+        "crossing_pairs_max": max(crossings),
+        "cloth_cloth_contacts_max": cloth_contacts,
         "substeps": args.substeps,
         "ms_per_frame": solver_ms,
         "bake_s": bake_s,
@@ -296,18 +359,20 @@ def main(argv=None) -> int:
         "pc2": str(Path(bpy.path.abspath(cloth.selvedge.bake_cache_file))),
         "sidecar": str(sidecar_path),
         "png": str(png),
+        "png_back": str(png_back),
     }
     print(
-        f"Selvedge demo: {args.frames} frames of a {summary['vertices']}-vertex sheet on a rigged body, "
+        f"Selvedge demo: {args.frames} frames of {len(cloths)} layer(s) ({', '.join(summary['layers'])}, "
+        f"{summary['vertices']} vertices each) on a rigged body, "
         f"{solver_ms:.1f} ms/frame in the solver ({bake_s:.1f} s for the whole bake), "
         f"max strain {100 * strain_max:.2f}%, closest approach to the body {1e3 * closest:.2f} mm, "
-        f"render {render_s:.1f} s"
+        f"crossing triangle pairs {max(crossings)} at most in a frame (BVHTree.overlap), render {render_s:.1f} s"
     )
     print(
         f"Selvedge demo: solver {'compiled by Numba (first run on this machine)' if cold else 'loaded from the cache'}"
         f" in {compile_s:.1f} s before the bake ({dependencies.solver_cache_folder()})"
     )
-    print(f"Selvedge demo: wrote {blend}, {summary['pc2']}, {sidecar_path}, {png}")
+    print(f"Selvedge demo: wrote {blend}, {summary['pc2']}, {sidecar_path}, {png}, {png_back}")
     print(json.dumps(summary))
     return 0
 

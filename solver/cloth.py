@@ -63,7 +63,14 @@ from .hooks import (
 )
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
-from .multilevel import Hierarchy, build_hierarchy, solve_multilevel, unit_rows
+from .multilevel import (
+    Hierarchy,
+    blocked_hierarchy,
+    build_hierarchy,
+    solve_multilevel,
+    solve_multilevel_contacts,
+    unit_rows,
+)
 from .settings import ClothOptions, SolverSettings
 from .sewing import Sewing, SewingConstraints
 from .shrink import Shrink
@@ -76,6 +83,13 @@ HARD_PIN_WEIGHT = 1.0 - 1e-6
 LINK_GRAIN_TOLERANCE_DEG = 10.0
 #: Only one cloth may be stepping at a time in this process (Numba's thread pool is shared).
 _SOLVER_LOCK = threading.Lock()
+
+
+#: In the coloured mode a coarse level of the stretch limit with at least this many pairs runs by
+#: blocks in parallel (:func:`.multilevel.blocked_hierarchy`); the smaller levels run in serial
+#: order in one piece: a level split into blocks costs three waits of the team (about what ~2000
+#: projections take on two threads) and delays its cut pairs to the end of its pass.
+STRETCH_LIMIT_BLOCK_MIN_PAIRS = 2000
 
 
 class Cloth:
@@ -240,22 +254,23 @@ class Cloth:
             if shear_set is not None and shear_set.count and diagonals:
                 graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
                 graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
+            level_mass, level_inv_mass = self._attached_mass(pins)
             self.hierarchy = build_hierarchy(
                 source,
                 graph,
                 graph_length,
-                self.mass,
-                self.inv_mass,
+                level_mass,
+                level_inv_mass,
                 self._link_limits(rest, uv),
                 flat,
                 max_levels=self.options.stretch_limit_levels,
+                anchored=soft,
             )
         self._ml_snapshot = np.zeros_like(rest)
         #: per vertex, the direction the contacts pushed it in the last substep (summed over its
         #: contacts, the contact handler's and a world's; zero: none): the coarse pass slides such a
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
         self.contact_push = np.zeros_like(rest)
-        self._no_push = np.zeros_like(rest)
         self.stretch_limit_active = 0
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
@@ -377,7 +392,10 @@ class Cloth:
             sets = [s.permuted(*block_schedule(s.vertices, part, self.inv_mass, n_blocks)) for s in self._sets_serial]
             vertex_order = np.argsort(part, kind="stable")
             vertex_offsets = np.searchsorted(part[vertex_order], np.arange(n_blocks + 1)).astype(np.int64)
-            self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part)
+            blocked = None
+            if self.hierarchy is not None:
+                blocked = blocked_hierarchy(self.hierarchy, part, n_blocks, STRETCH_LIMIT_BLOCK_MIN_PAIRS)
+            self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part, blocked)
         return self._colored[:4]
 
     def _fused_schedule(self) -> FusedSchedule | None:
@@ -388,7 +406,6 @@ class Cloth:
             self.settings.solve_mode != "colored"
             or not self.fused_frames
             or not FUSED_SUPPORTED
-            or self.hierarchy is not None
             or self.contact_handler is not None
             or self.acceleration_hook is not None
             or self.proposal_hook is not None
@@ -402,9 +419,46 @@ class Cloth:
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
         if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
             self._fused = FusedSchedule(
-                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2]
+                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2], self._colored[5]
             )
         return self._fused
+
+    def _attached_mass(self, pins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Masses (kg) and inverse masses the coarse levels of the stretch limit see: a soft-pinned
+        vertex carries its attachment, ``m + h^2 / alpha`` (h the substep at ``settings.fps``,
+        alpha the goal's compliance of :func:`.constraints.build_soft_pins`).
+
+        Why: XPBD's goal constraint holds a vertex like a spring of compliance alpha~ = alpha / h^2
+        to a fixed target, so a push on it moves it by ``1 / (m + 1 / alpha~)`` per unit impulse,
+        not ``1 / m`` (eliminate the goal's multiplier: ``dx = w (lambda - dx / alpha~)``). Seen as
+        free (mass m), a coarse link moved a soft pin (weight 0.7: ~1 kg attached against 0.15 g)
+        and every child with it, the goal pulled only the pin back, and the children's move grew
+        into the velocities: the 32 x 32 two-corner sheet with three soft pins tore at frame 4
+        (1820 %). Carried into the levels as mass, the attachment weighs on the soft pin's coarse
+        vertex (soft pins are preferred members of every level, ``build_hierarchy(anchored=...)``)
+        and on the parents of one that is left a child. A ``frame_dt`` other than 1 / fps changes
+        h^2 / alpha by its square; an estimate of the right order is all the levels need.
+        """
+        mass, inv_mass = self.mass, self.inv_mass
+        if self.soft_pin_index.size == 0:
+            return mass, inv_mass
+        h = 1.0 / (self.settings.fps * self.settings.substeps)
+        soft = self.soft_pin_index
+        weight = pins[soft]
+        compliance = self.options.soft_pin_compliance * (1.0 - weight) / weight  # build_soft_pins' alpha (m/N)
+        mass = mass.copy()
+        mass[soft] += h * h / np.maximum(compliance, 1e-300)
+        inv_mass = inv_mass.copy()
+        inv_mass[soft] = 1.0 / mass[soft]
+        return mass, inv_mass
+
+    def _stretch_limit_levels(self) -> Hierarchy | None:
+        """The hierarchy as the current solve mode runs it: in the coloured mode with each level
+        in block order (:func:`.multilevel.blocked_hierarchy`, the order of the fused frame)."""
+        if self.hierarchy is None or self.settings.solve_mode != "colored":
+            return self.hierarchy
+        self._colored_schedule()
+        return self._colored[5].hierarchy
 
     def _vertex_blocks(self):
         """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
@@ -791,6 +845,7 @@ class Cloth:
             return
         blocks = self._vertex_blocks()
         volume, sewing = self.volume, self.sewing
+        levels = self._stretch_limit_levels()
         volume_params = volume.params() if volume is not None else None
         for sub in range(n_sub):
             t_start, t_end = sub / n_sub, (sub + 1) / n_sub
@@ -849,19 +904,19 @@ class Cloth:
             if sewing is not None:
                 sewing.begin_substep(self.x, self.time_s + t_end * frame_dt)
             x_proposal = self.x.copy() if observers else None
-            contact_aware = self.hierarchy is not None and self.options.stretch_limit_contacts
+            contact_aware = levels is not None and self.options.stretch_limit_contacts
             if contact_aware:
                 # before the narrow phases: they see where the coarse pass put the vertices (the
                 # contacts then project after it, and a vertex it moves far is still found)
-                self._coarse_pass(sub, h, check_phases, tick)
+                self._coarse_pass(levels, sub, h, check_phases, tick)
             if handler is not None:
                 t0 = clock()
                 handler.begin_substep(self._x_substep_start, self.x, t_start, t_end, h)
                 tick("contacts_narrow_phase", t0)
             yield "predicted"
             for iteration in range(s.iterations):
-                if self.hierarchy is not None and (iteration > 0 or not contact_aware):
-                    self._coarse_pass(sub, h, check_phases, tick)
+                if levels is not None and (iteration > 0 or not contact_aware):
+                    self._coarse_pass(levels, sub, h, check_phases, tick)
                 for c in sets:
                     t0 = clock()
                     self._project(
@@ -924,16 +979,16 @@ class Cloth:
                 tick("learned", t0)
             yield "substep_end"
 
-    def _coarse_pass(self, sub: int, h: float, check_phases: bool, tick) -> None:
+    def _coarse_pass(self, levels: Hierarchy, sub: int, h: float, check_phases: bool, tick) -> None:
         """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with
-        ``options.stretch_limit_contacts``, respecting the contacts of the last substep."""
+        ``options.stretch_limit_contacts``, respecting the contacts of the last substep
+        (:func:`.multilevel.solve_multilevel_contacts`)."""
         t0 = time.perf_counter()
         if self.options.stretch_limit_contacts:
-            push = self.contact_push
-            unit_rows(push)
+            unit_rows(self.contact_push)
+            self.stretch_limit_active = solve_multilevel_contacts(self.x, self._ml_snapshot, levels, self.contact_push)
         else:
-            push = self._no_push
-        self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, self.hierarchy, push)
+            self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels)
         tick("stretch_limit", t0)
         if check_phases:
             self._check("the stretch limit", sub, h)

@@ -14,6 +14,10 @@ slower than serial); a member waits for a step on an atomic count of finished it
 present then close it and share the items of one that never comes, so a region cannot wait on
 a thread that does not run.
 
+The hierarchical stretch limit (:mod:`.multilevel`) runs inside the region too, at the start of
+every iteration: its coarsest levels in one item, each finer level by blocks, then its pairs
+crossing a cut, then its children by block (:func:`.multilevel.blocked_hierarchy`).
+
 Used for frames with no contact handler and no learned hooks (their Python calls sit between
 the phases), on x86-64 (the phase timings read the time-stamp counter); everything else takes
 the per-phase path in :meth:`Cloth._run_frame`. The measurements behind this design are in
@@ -30,6 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import kernels as kn
+from . import multilevel as ml
 from ._team import (
     atomic_add,
     atomic_read,
@@ -42,12 +47,28 @@ from ._team import (
 from .kernels import _JIT, _JIT_PARALLEL
 
 PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
+#: the hierarchical stretch limit (:mod:`.multilevel`): a block's level-1 snapshot, a block's (or
+#: the cut's) sweep of one level, a block's children following their parents, and the coarsest
+#: levels in one item (with the whole snapshot first when ``flag`` is 1)
+ML_SNAPSHOT, ML_SWEEP, ML_PROLONG, ML_COARSE = range(6, 10)
 _YIELD_ADDRESS = yield_function_address()
 # Stand-ins for the sets a cloth does not have (empty arrays of the kernel's types), made once.
 _NO_DIHEDRAL = (np.zeros((0, 4), np.int32), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
 _NO_ISOMETRIC = (np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros((0, 3)))
 _NO_SOFT_TARGETS = (np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros((0, 3)))
 _NO_SOFT_PINS = (np.zeros(0, np.int32), np.zeros(0), np.zeros(0), np.zeros(0))
+_NO_HIERARCHY = ml.Hierarchy(
+    edges=np.zeros((0, 2), np.int64),
+    max_length=np.zeros(0),
+    edge_offsets=np.zeros(1, np.int64),
+    inv_mass=np.zeros((1, 0)),
+    children=np.zeros(0, np.int64),
+    child_offsets=np.zeros(1, np.int64),
+    parent_start=np.zeros(1, np.int64),
+    parents=np.zeros(0, np.int64),
+    parent_weight=np.zeros(0),
+    snapshot=np.zeros(0, np.int64),
+)
 
 
 class FusedSchedule:
@@ -57,11 +78,16 @@ class FusedSchedule:
     sets' per-substep coefficients, kept until h changes.
     """
 
-    def __init__(self, sets, vertex_order, vertex_offsets, part, kinematic_index, n_sub, iterations):
+    def __init__(self, sets, vertex_order, vertex_offsets, part, kinematic_index, n_sub, iterations, blocked=None):
         n_blocks = vertex_offsets.shape[0] - 1
         self.key = (n_sub, iterations, n_blocks)
         self.sets = sets
-        self.phase_names = ["predict"] + [c.name for c in sets] + ["velocity"]
+        self.blocked = blocked
+        self.hierarchy = blocked.hierarchy if blocked is not None else _NO_HIERARCHY
+        self.phase_names = (
+            ["predict"] + [c.name for c in sets] + ["velocity"] + ["stretch_limit"] * (blocked is not None)
+        )
+        ml_phase = len(sets) + 2
         by_kind = {c.kind: c for c in sets}
         self.dihedral, self.isometric, self.soft_pin = (by_kind.get(k) for k in ("dihedral", "isometric", "soft_pin"))
         self.vertex_order = vertex_order
@@ -87,12 +113,13 @@ class FusedSchedule:
         # items (kind, first, stop, flag) in solve order, with their substep, iteration, step and owner
         item_sub, item_iter, item_step, items, step_phase, item_owner = [], [], [], [], [], []
 
-        def add_step(phase, step_items, sub, iteration):
-            step_items = [it for it in step_items if it[2] > it[1] or it[0] == PREDICT]
-            if not step_items:
+        def add_step(phase, step_items, sub, iteration, owners=None):
+            owners = range(len(step_items)) if owners is None else owners
+            kept = [(o, it) for o, it in zip(owners, step_items) if it[2] > it[1] or it[0] == PREDICT]
+            if not kept:
                 return
             step_phase.append(phase)
-            for owner, it in enumerate(step_items):
+            for owner, it in kept:
                 items.append(it)
                 item_owner.append(owner)
                 item_sub.append(sub)
@@ -102,6 +129,8 @@ class FusedSchedule:
         for sub in range(n_sub):
             add_step(0, predict, sub, 0)
             for iteration in range(iterations):
+                for step_items, owners in self._multilevel_steps(blocked, n_blocks):
+                    add_step(ml_phase, step_items, sub, iteration, owners)
                 for phase, c in enumerate(sets, start=1):
                     for step_items in self._set_steps(c, n_blocks):
                         add_step(phase, step_items, sub, iteration)
@@ -116,7 +145,42 @@ class FusedSchedule:
         self.item_wait = self.step_first[item_step]
         self.step_phase = np.array(step_phase, dtype=np.int64)
         self.item_end = np.zeros(len(items), dtype=np.int64)
+        #: violating coarse pairs each item projected; the last pass's are the diagnostics' active set
+        self.item_active = np.zeros(len(items), dtype=np.int64)
+        ml_kinds = (self.item_kind == ML_SWEEP) | (self.item_kind == ML_COARSE)
+        last = (self.item_sub == n_sub - 1) & (self.item_iter == iterations - 1)
+        self.last_pass_items = np.flatnonzero(ml_kinds & last)
         self.counters = np.zeros(2, dtype=np.int64)
+
+    @staticmethod
+    def _multilevel_steps(blocked, n_blocks):
+        """Steps of one coarse-to-fine pass (:func:`.multilevel.solve_multilevel` over the blocked
+        hierarchy, same order): the levels kept in serial order (``blocked.split + 1 .. L``) in one
+        item, the whole snapshot first; then per blocked level its blocks (a block's snapshot first
+        when no item came before), the pairs crossing a cut, and the children by block. As
+        (items, owners) pairs."""
+        if blocked is None:
+            return []
+        hz = blocked.hierarchy
+        levels = hz.edge_offsets.shape[0] - 2
+        split = blocked.split
+        steps = []
+        snap = blocked.snapshot_blocks
+        if split < levels:
+            steps.append(([(ML_COARSE, split + 1, levels + 1, 1)], [0]))
+        for level in range(split, 0, -1):
+            eb, cb = blocked.edge_blocks[level], blocked.child_blocks[level]
+            sweep = [(ML_SWEEP, int(eb[b]), int(eb[b + 1]), level) for b in range(n_blocks)]
+            if not steps:
+                pairs = [[(ML_SNAPSHOT, int(snap[b]), int(snap[b + 1]), 0), sweep[b]] for b in range(n_blocks)]
+                steps.append(([it for p in pairs for it in p], [b for b in range(n_blocks) for _ in range(2)]))
+            else:
+                steps.append((sweep, list(range(n_blocks))))
+            steps.append(([(ML_SWEEP, int(eb[n_blocks]), int(eb[n_blocks + 1]), level)], [0]))
+            steps.append(
+                ([(ML_PROLONG, int(cb[b]), int(cb[b + 1]), 0) for b in range(n_blocks)], list(range(n_blocks)))
+            )
+        return steps
 
     def _set_steps(self, c, n_blocks):
         """Steps of one pass over set c: its blocks side by side, then the constraints crossing a cut
@@ -308,6 +372,9 @@ def colored_frame(
     sp_alpha_tilde,
     sp_inv_denominator,
     sp_lam,
+    hierarchy,
+    x_snapshot,
+    item_active,
 ):
     """Every substep of one frame: the work items in order, each after all items of the steps
     before it (see the module docstring). Per item the same kernel bodies as the coloured drivers
@@ -415,8 +482,21 @@ def colored_frame(
                     keep_lambda,
                     sp_lam,
                 )
-            else:
+            elif kind == VELOCITY:
                 kn.velocity_range(a, b, vertex_order, x, x_substep_start, h, v)
+            elif kind == ML_SNAPSHOT:
+                ml.snapshot_range(x, x_snapshot, hierarchy.snapshot, a, b)
+            elif kind == ML_SWEEP:
+                level = item_flag[g]
+                item_active[g] = ml._sweep_level(
+                    x, hierarchy.inv_mass[level], hierarchy.edges, hierarchy.max_length, a, b
+                )
+            elif kind == ML_PROLONG:
+                ml.prolong_range(x, x_snapshot, hierarchy, a, b)
+            else:
+                if item_flag[g] == 1:
+                    ml.snapshot_range(x, x_snapshot, hierarchy.snapshot, 0, hierarchy.snapshot.shape[0])
+                item_active[g] = ml.solve_levels(x, x_snapshot, hierarchy, b - 1, a)
             item_end[g] = cycle_counter()
             atomic_add(counters, 1, 1)
     return start
@@ -484,8 +564,13 @@ def run_colored_frame(
         *dh_args,
         *iso_args,
         *sp_args,
+        s.hierarchy,
+        cloth._ml_snapshot,
+        s.item_active,
     )
     wall = time.perf_counter() - t0
     s.store_multipliers()
+    if s.blocked is not None:
+        cloth.stretch_limit_active = int(s.item_active[s.last_pass_items].sum())
     for name, seconds in s.phase_seconds(start, wall).items():
         timings[name] = timings.get(name, 0.0) + seconds

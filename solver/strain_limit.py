@@ -27,9 +27,40 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit(k, x, inv_mass, vertices, max_length, normal):
-    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring);
-    ``normal``: (N, 3) push directions of the vertices in contact, zero rows elsewhere.
+def solve_strain_limit(k, x, inv_mass, vertices, max_length):
+    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring).
+
+    Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
+    """
+    i = vertices[k, 0]
+    j = vertices[k, 1]
+    dx = x[i, 0] - x[j, 0]
+    dy = x[i, 1] - x[j, 1]
+    dz = x[i, 2] - x[j, 2]
+    length_sq = dx * dx + dy * dy + dz * dz
+    limit = max_length[k]
+    if length_sq <= limit * limit:
+        return 0
+    wi = inv_mass[i]
+    wj = inv_mass[j]
+    w = wi + wj
+    if w <= 0.0:
+        return 0
+    length = sqrt(length_sq)
+    s = (length - limit) / (length * w)
+    x[i, 0] -= wi * s * dx
+    x[i, 1] -= wi * s * dy
+    x[i, 2] -= wi * s * dz
+    x[j, 0] += wj * s * dx
+    x[j, 1] += wj * s * dy
+    x[j, 2] += wj * s * dz
+    return 1
+
+
+@njit(inline="always", **_JIT)
+def solve_strain_limit_contacts(k, x, inv_mass, vertices, max_length, normal):
+    """:func:`solve_strain_limit` that never presses a vertex into its contact (module docstring);
+    ``normal``: (N, 3) unit push directions of the vertices in contact, zero rows elsewhere.
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """

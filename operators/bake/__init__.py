@@ -14,11 +14,13 @@ One module per stage, in the order the data flows:
   maps, the evaluated positions per frame (:class:`EvaluatedReader`);
 * :mod:`.colliders`: collider objects to solver proxies (bounds fitting, bone capsules), posed per
   frame (:class:`ColliderSource`);
-* :mod:`.simulation`: the solver run over the frame range (:class:`Simulation`), the sidecar
-  statistics the panel shows (:func:`last_bake_stats`);
+* :mod:`.simulation`: the solver run over the frame range (:class:`Simulation`);
+* :mod:`.cloth_world`: the cloths that collide with each other and themselves, stepped in one
+  collision world (:class:`BakeWorld`);
 * :mod:`.cache`: PC2 + sidecar and the Mesh Cache modifier (:class:`CacheBake`);
 * :mod:`.shape_keys`: keyed shape keys (:class:`ShapeKeyBake`) and their removal;
-* :mod:`.free`: Free Bake.
+* :mod:`.free`: Free Bake;
+* :mod:`.stats`: the sidecar statistics the panel shows (:func:`last_bake_stats`).
 """
 
 from ..errors import BakeError
@@ -46,7 +48,8 @@ from .scene_read import (
     to_object_space,
 )
 from .shape_keys import SHAPE_KEY_PREFIX, ShapeKeyBake, _fcurves, bake_shape_keys, free_shape_keys, write_shape_keys
-from .simulation import ClothRun, Simulation, last_bake_stats, simulate
+from .simulation import ClothRun, Simulation, simulate
+from .stats import last_bake_stats
 
 __all__ = [
     "MODIFIER_NAME",

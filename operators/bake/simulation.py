@@ -1,4 +1,4 @@
-"""Simulation: step the solver over the bake's frame range, one frame per ``step()``; sidecar statistics.
+"""Simulation: step the solver over the bake's frame range, one frame per ``step()``.
 
 Sits between the scene read (:mod:`.scene_read`, :mod:`.colliders`) and the writers
 (:mod:`.cache`, :mod:`.shape_keys`), which receive each frame's object-space positions through
@@ -8,8 +8,6 @@ the scene, the frame and any previous result as they were (:meth:`Simulation.clo
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
@@ -30,6 +28,7 @@ from ..scene_to_solver import (
     shrink_from_settings,
     solver_settings_from_scene,
 )
+from .cloth_world import BakeWorld, uses_particle_self_collision, world_members
 from .colliders import collider_objects, proxy_kind, read_colliders
 from .fields import group_weights, loose_edge_pairs, read_force_fields, scene_gravity
 from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
@@ -108,11 +107,13 @@ class Simulation:
         self.last_strain = 0.0
         self.runs: list[ClothRun] = []
         self._groups: dict = {}
+        self.world: BakeWorld | None = None
+        members, world_warnings = world_members(objects, scene.selvedge.network_mode)
         try:
             scene.frame_set(self.first)
             depsgraph = context.evaluated_depsgraph_get()
             self.colliders = read_colliders(scene, depsgraph, self.unit)
-            for obj in objects:
+            for index, obj in enumerate(objects):
                 triangles, uvs, pins, weight_maps, warnings = read_topology(obj)
                 reader = EvaluatedReader(obj)
                 rest, matrix = reader.world_positions(depsgraph)
@@ -121,9 +122,9 @@ class Simulation:
                 s = obj.selvedge
                 settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
                 fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)
-                warnings += field_warnings
+                warnings += field_warnings + world_warnings
                 try:
-                    contacts = self._contacts(obj, material, triangles)
+                    contacts = self._contacts(obj, material, triangles, index in members)
                     shrink_group = group_weights(obj, s.vertex_group_shrink, "shrinking group")
                     pressure_group = group_weights(obj, s.vertex_group_pressure, "pressure group")
                     cloth = solver.Cloth(
@@ -163,6 +164,8 @@ class Simulation:
                 }
                 self.runs.append(ClothRun(obj, reader, cloth, settings, warnings, contacts, coupling))
                 on_frame(len(self.runs) - 1, 0, to_object_space(rest, matrix))
+            if members:
+                self.world = BakeWorld(self.runs, members, scene.selvedge)
             context.window_manager.progress_begin(0, max(self.total, 1))
         except BaseException:
             self.close()
@@ -187,12 +190,13 @@ class Simulation:
             self.log(f"Selvedge: {name}: {event}")
         return coupling
 
-    def _contacts(self, obj, material, triangles):
-        """The cloth's contact handler: every collider's proxies, plus self-collision when on; None if neither."""
+    def _contacts(self, obj, material, triangles, in_world):
+        """The cloth's body contact handler: every collider's proxies, plus the particle self-collision
+        when on outside a collision world (in one the world has the cloth's self contacts); None if neither."""
         from ...solver.collisions import Colliders, SelfCollision
 
         proxies = [p for c in self.colliders for p in c.proxies(material.friction_static, material.friction_kinetic)]
-        self_collision = SelfCollision() if obj.selvedge.use_self_collision else None
+        self_collision = SelfCollision() if uses_particle_self_collision(obj, in_world) else None
         if not proxies and self_collision is None:
             return None
         return Colliders(
@@ -236,13 +240,18 @@ class Simulation:
             for source in self.colliders:
                 source.read(depsgraph, frame)
             strain = 0.0
+            world_targets = {}
             for index, run in enumerate(self.runs):
                 if run.contacts is not None:
                     for source in self.colliders:
                         source.apply(run.contacts)
                 targets, matrix = run.reader.world_positions(depsgraph)
+                in_world = self.world is not None and index in self.world.members
                 try:
                     self._update_features(run, depsgraph)
+                    if in_world:
+                        world_targets[index] = (targets * self.unit, matrix)
+                        continue
                     if run.coupling is None:
                         diag = run.cloth.step(pin_targets=targets * self.unit)
                     else:
@@ -256,14 +265,26 @@ class Simulation:
                     raise BakeError(f"{run.obj.name}, frame {frame}: {error}") from None
                 strain = max(strain, diag.strain_max)
                 self.on_frame(index, self.done + 1, to_object_space(run.cloth.positions / self.unit, matrix))
+            if self.world is not None:
+                diags = self.world.step({k: t for k, (t, _) in world_targets.items()}, frame)
+                for index, diag in zip(self.world.members, diags):
+                    run = self.runs[index]
+                    strain = max(strain, diag.strain_max)
+                    positions = run.cloth.positions / self.unit
+                    self.on_frame(index, self.done + 1, to_object_space(positions, world_targets[index][1]))
         except BaseException:
             self.close()
             raise
         self.done += 1
         self.last_ms = 1e3 * (time.perf_counter() - t0)
         self.last_strain = strain
+        contacts = ""
+        if self.world is not None:
+            st = self.world.world.last_stats
+            contacts = f", cloth contacts {st['pushes']} pushes, {st.get('intersections', 0)} crossing triangle pairs"
         self.log(
-            f"Selvedge: frame {frame} ({self.done}/{self.total}), {self.last_ms:.1f} ms, max strain {100 * strain:.2f}%"
+            f"Selvedge: frame {frame} ({self.done}/{self.total}), {self.last_ms:.1f} ms, "
+            f"max strain {100 * strain:.2f}%{contacts}"
         )
         self.context.window_manager.progress_update(self.done)
         if self.finished:
@@ -305,41 +326,3 @@ def check_objects(scene) -> list:
             )
     frame_range(scene.selvedge, scene.frame_start, scene.frame_end)
     return objects
-
-
-_STATS_CACHE: dict = {}
-
-
-def last_bake_stats(obj) -> dict | None:
-    """Summary of the object's last cache bake from its sidecar (cached by path and mtime; for the panel).
-
-    ``{"frames", "frame_start", "frame_end", "strain_max", "strain_p95", "ms_per_frame"}`` where
-    strain and time are those of the last frame; None when there is no readable sidecar.
-    """
-    stored = obj.selvedge.bake_sidecar_file
-    if not stored:
-        return None
-    path = bpy.path.abspath(stored)
-    try:
-        stamp = os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-    key = (path, stamp)
-    if key not in _STATS_CACHE:
-        try:
-            with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
-            frames = doc["frames"]
-            last = frames[-1] if frames else {}
-            _STATS_CACHE.clear()
-            _STATS_CACHE[key] = {
-                "frames": len(frames),
-                "frame_start": doc["frame_start"],
-                "frame_end": doc["frame_end"],
-                "strain_max": last.get("strain_max", 0.0),
-                "strain_p95": last.get("strain_p95", 0.0),
-                "ms_per_frame": last.get("timings_ms", {}).get("total", 0.0),
-            }
-        except (OSError, ValueError, KeyError):
-            return None
-    return _STATS_CACHE[key]

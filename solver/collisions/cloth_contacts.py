@@ -202,6 +202,30 @@ def primitive_boxes(x, prims, lo, hi):
             hi[p, d] = b
 
 
+@njit(**_JIT)
+def swept_boxes(x, path, prims, lo, hi):
+    """Axis-aligned boxes of triangles (P, 3) or edges (P, 2) over their vertices' straight
+    paths from ``x`` to ``x + path``."""
+    k = prims.shape[1]
+    for p in range(prims.shape[0]):
+        for d in range(3):
+            a = 1e300
+            b = -1e300
+            for c in range(k):
+                v = x[prims[p, c], d]
+                w = v + path[prims[p, c], d]
+                a = min(a, min(v, w))
+                b = max(b, max(v, w))
+            lo[p, d] = a
+            hi[p, d] = b
+
+
+@njit(inline="always", **_JIT)
+def _path_gap(path, i, j):
+    """|path_i - path_j|: how much closer vertices i and j can come along their paths."""
+    return sqrt((path[i, 0] - path[j, 0]) ** 2 + (path[i, 1] - path[j, 1]) ** 2 + (path[i, 2] - path[j, 2]) ** 2)
+
+
 @njit(inline="always", **_JIT)
 def _first_cell(ql, qh, lo, hi, b, inv, ci, cj, ck):
     """The pair (query box, box b) is counted in the cell holding the low corner of their overlap."""
@@ -226,6 +250,7 @@ def _vt_fill(
     excl,
     rest,
     margin,
+    path,
     lo,
     hi,
     inv,
@@ -242,8 +267,8 @@ def _vt_fill(
         qh = np.empty(3)
         reach = 0.5 * (thickness[i] + t_max) + margin  # >= the pair's contact distance + margin
         for d in range(3):
-            ql[d] = x[i, d] - reach
-            qh[d] = x[i, d] + reach
+            ql[d] = min(x[i, d], x[i, d] + path[i, d]) - reach
+            qh[d] = max(x[i, d], x[i, d] + path[i, d]) + reach
         count = 0
         if not (
             abs(ql[0]) < 1e6
@@ -303,7 +328,8 @@ def _vt_fill(
                             + (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1]) ** 2
                             + (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]) ** 2
                         )
-                        if dist > d_pair + margin:
+                        closing = max(_path_gap(path, i, ia), max(_path_gap(path, i, ib), _path_gap(path, i, ic)))
+                        if dist - closing > d_pair + margin:
                             continue
                         if cloth[i] == cloth[ia]:
                             u, v, w = closest_on_triangle(
@@ -347,6 +373,7 @@ def _ee_fill(
     excl,
     rest,
     margin,
+    path,
     lo,
     hi,
     inv,
@@ -409,7 +436,8 @@ def _ee_fill(
                             continue
                         d_pair = 0.5 * (thickness[a] + thickness[c])
                         sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, dd)
-                        if sqrt(g0 * g0 + g1 * g1 + g2 * g2) > d_pair + margin:
+                        closing = _path_gap(path, a, b) + max(_path_gap(path, a, c), _path_gap(path, a, dd))
+                        if sqrt(g0 * g0 + g1 * g1 + g2 * g2) - closing > d_pair + margin:
                             continue
                         if cloth[a] == cloth[c]:
                             sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(rest, a, b, c, dd)
@@ -447,14 +475,22 @@ def _gather(fill, args, rows, cap):
         cap = 2 * worst
 
 
-def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
-    """(vertex, triangle) pairs closer than ``d + margin`` at x (d the pair's contact distance),
+def _no_path(x, path):
+    return np.zeros_like(x) if path is None else np.ascontiguousarray(path, dtype=np.float64)
+
+
+def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
+    """(vertex, triangle) pairs that come closer than ``d + margin`` (d the pair's contact
+    distance) while every vertex moves along its straight ``path`` from x (None: stays at x),
     not topological neighbours, not closer than ``2 d`` in the rest shape, allowed by the cloths'
-    switches, not all four vertices pinned; in vertex order."""
+    switches, not all four vertices pinned; in vertex order. Conservative: a pair is kept when
+    its distance at x minus the largest relative path of its four vertices is below the reach
+    (the point-triangle distance changes by at most that much)."""
     nt = mesh.tris.shape[0]
+    path = _no_path(x, path)
     lo = np.empty((nt, 3))
     hi = np.empty((nt, 3))
-    primitive_boxes(x, mesh.tris, lo, hi)
+    swept_boxes(x, path, mesh.tris, lo, hi)
     table, bucket, items = _hash(lo, hi, cell)
     args = (
         x,
@@ -469,6 +505,7 @@ def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
         mesh.excl,
         mesh.rest,
         float(margin),
+        path,
         lo,
         hi,
         1.0 / cell,
@@ -479,13 +516,15 @@ def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
     return _gather(_vt_fill, args, x.shape[0], 16)
 
 
-def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
-    """(edge, edge > it) pairs closer than ``d + margin`` at x, sharing no vertex, not within two
-    hops, not closer than ``2 d`` in the rest shape, allowed, not all pinned; in edge order."""
+def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
+    """(edge, edge > it) pairs that come closer than ``d + margin`` along the vertices' paths
+    (as :func:`vertex_triangle_candidates`), sharing no vertex, not closer than ``2 d`` in the
+    rest shape, allowed, not all pinned; in edge order."""
     ne = mesh.edges.shape[0]
+    path = _no_path(x, path)
     lo = np.empty((ne, 3))
     hi = np.empty((ne, 3))
-    primitive_boxes(x, mesh.edges, lo, hi)
+    swept_boxes(x, path, mesh.edges, lo, hi)
     table, bucket, items = _hash(lo, hi, cell)
     args = (
         x,
@@ -500,6 +539,7 @@ def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell):
         mesh.excl,
         mesh.rest,
         float(margin),
+        path,
         lo,
         hi,
         1.0 / cell,
@@ -580,6 +620,37 @@ def relative_displacement(x_a, x_b, x_det):
     for x in (x_a, x_b):
         for i in range(n):
             d0, d1, d2 = x[i, 0] - x_det[i, 0] - c0, x[i, 1] - x_det[i, 1] - c1, x[i, 2] - x_det[i, 2] - c2
+            worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
+    return sqrt(worst)
+
+
+@njit(**_JIT)
+def path_deviation(x_det, step, s0, x_a, x_b):
+    """Largest distance of the vertices from where their straight paths put them, up to a common
+    translation: x_a is compared with ``x_det + s0 step`` and x_b with ``x_det + (s0 + 1) step``
+    (a substep's start and predicted end, ``s0`` substeps after the detection); the bound, as in
+    :func:`relative_displacement`, on half of any two vertices' relative deviation."""
+    n = x_det.shape[0]
+    lo0 = lo1 = lo2 = 1e300
+    hi0 = hi1 = hi2 = -1e300
+    for k in range(2):
+        x = x_a if k == 0 else x_b
+        s = s0 + k
+        for i in range(n):
+            d0 = x[i, 0] - x_det[i, 0] - s * step[i, 0]
+            d1 = x[i, 1] - x_det[i, 1] - s * step[i, 1]
+            d2 = x[i, 2] - x_det[i, 2] - s * step[i, 2]
+            lo0, lo1, lo2 = min(lo0, d0), min(lo1, d1), min(lo2, d2)
+            hi0, hi1, hi2 = max(hi0, d0), max(hi1, d1), max(hi2, d2)
+    c0, c1, c2 = 0.5 * (lo0 + hi0), 0.5 * (lo1 + hi1), 0.5 * (lo2 + hi2)
+    worst = 0.0
+    for k in range(2):
+        x = x_a if k == 0 else x_b
+        s = s0 + k
+        for i in range(n):
+            d0 = x[i, 0] - x_det[i, 0] - s * step[i, 0] - c0
+            d1 = x[i, 1] - x_det[i, 1] - s * step[i, 1] - c1
+            d2 = x[i, 2] - x_det[i, 2] - s * step[i, 2] - c2
             worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
     return sqrt(worst)
 

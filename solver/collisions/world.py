@@ -16,9 +16,11 @@ A frame::
         velocities, friction
     every cloth checked; one failure rolls every cloth back; then every cloth commits
 
-Candidates are found at most once per frame in the usual case: the list holds the pairs closer
-than ``d + margin`` and stays valid while every vertex stays within ``margin / 2`` of where it was
-at the detection, up to a common translation (a falling or carried garment keeps its list).
+Candidates are found for a window of substeps: each vertex is assumed to keep this substep's
+motion, the lists hold every pair that can come within reach along those straight paths, and
+they serve while every vertex stays within ``margin / 2`` of its path, up to a common
+translation (a cloth at rest, falling or carried keeps its list for up to 64 substeps; a flap
+falling past a part at rest re-detects more often, with short paths only where the motion is).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from ..errors import ClothInputError, SimulationError
 from . import cloth_contacts as cc
 from .intersections import count_intersections as _count_intersections
 from .self_contact import two_hop_lists
+
+#: the most substeps one candidate list may serve (when nothing moves relative to the rest)
+WINDOW_MAX = 64
 
 
 @dataclass
@@ -170,21 +175,44 @@ class CollisionWorld:
         self._cand: cc.Candidates | None = None
         self._vt_keys = self._ee_keys = np.zeros(0, dtype=np.int64)
         self._x_det = np.zeros((n, 3))
-        self._det_margin = self.margin_m
+        self._det_step = np.zeros((n, 3))
+        self._det_window = 0
+        self._since_detection = 0
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)
         self._vt_lam = self._ee_lam = np.zeros(0)
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
+        #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
+        #: another cloth (``cloth_cloth``) and within the cloth (``self``); see :meth:`_count_pushing`
+        self.last_pushing_pairs_max = {
+            "cloth_cloth": np.zeros(len(self.cloths), dtype=np.int64),
+            "self": np.zeros(len(self.cloths), dtype=np.int64),
+        }
 
     # ------------------------------------------------------------------------------------------
     def _detect(self):
-        """New candidate lists at the substep-start positions, the sides of pairs seen before kept."""
+        """New candidate lists for the coming substeps, the sides of pairs seen before kept.
+
+        Every vertex is assumed to go on moving as in this substep (``step`` = predicted minus
+        start position) for ``window`` substeps, short enough that no vertex's path, relative to
+        the common motion, is longer than an edge; the lists then hold every pair that can come
+        within reach along those paths (see :func:`~.cloth_contacts.vertex_triangle_candidates`).
+        They stay valid while every vertex keeps within ``margin / 2`` of its path (up to a
+        common translation) and the window lasts. A falling flap next to a part at rest thus
+        gets long paths only where the motion is, instead of one margin grown for the whole
+        cloth."""
         x = self.x_start
-        margin = max(self.margin_m, 2.2 * cc.relative_displacement(x, self.x, x))
+        step = self.x - x
+        common = 0.5 * (step.min(axis=0) + step.max(axis=0)) if step.shape[0] else np.zeros(3)
+        relative = step - common
+        speed = float(np.sqrt(np.max(np.sum(relative * relative, axis=1)))) if step.shape[0] else 0.0
+        window = WINDOW_MAX if speed * WINDOW_MAX <= self.edge_length else max(1, int(self.edge_length / speed))
+        margin = self.margin_m
+        path = window * relative
         cell = max(self.edge_length, float(self.mesh.thickness.max()) + margin)
-        cv, ct = cc.vertex_triangle_candidates(x, self.inv_mass, self.mesh, margin, cell)
+        cv, ct = cc.vertex_triangle_candidates(x, self.inv_mass, self.mesh, margin, cell, path)
         if self.edge_edge:
-            ea, eb = cc.edge_edge_candidates(x, self.inv_mass, self.mesh, margin, cell)
+            ea, eb = cc.edge_edge_candidates(x, self.inv_mass, self.mesh, margin, cell, path)
         else:
             ea = eb = np.zeros(0, dtype=np.int64)
         vt_side = np.empty(cv.shape[0])
@@ -205,12 +233,40 @@ class CollisionWorld:
         self._cand = cc.Candidates(cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held)
         self._vt_keys, self._ee_keys = vt_keys, ee_keys
         self._x_det[:] = x
-        self._det_margin = margin
+        self._det_step = step
+        self._det_window = window
+        self._since_detection = 0
         self.last_stats["detections"] += 1
+
+    def _count_pushing(self):
+        """Per cloth, the pairs of the substep just solved that pushed (multiplier > 0), split into
+        pairs with another cloth and pairs within the cloth (a cross pair counts for both cloths);
+        the frame keeps the largest count of its substeps (``last_pushing_pairs_max``)."""
+        k = len(self.cloths)
+        owner, cand = self.mesh.cloth, self._cand
+        if cand is None:
+            return
+        vt = self._vt_rows[self._vt_lam > 0.0]
+        ee = self._ee_rows[self._ee_lam > 0.0]
+        a = np.concatenate([owner[cand.vt_vertex[vt]], owner[self.mesh.edges[cand.ee_a[ee], 0]]])
+        b = np.concatenate([owner[self.mesh.tris[cand.vt_triangle[vt], 0]], owner[self.mesh.edges[cand.ee_b[ee], 0]]])
+        same = a == b
+        cross = np.bincount(a[~same], minlength=k) + np.bincount(b[~same], minlength=k)
+        own = np.bincount(a[same], minlength=k)
+        m = self.last_pushing_pairs_max
+        np.maximum(m["cloth_cloth"], cross, out=m["cloth_cloth"])
+        np.maximum(m["self"], own, out=m["self"])
 
     def _predicted(self):
         t0 = time.perf_counter()
-        if self._cand is None or cc.relative_displacement(self.x_start, self.x, self._x_det) > 0.5 * self._det_margin:
+        self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
+        self._since_detection += 1
+        if (
+            self._cand is None
+            or self._since_detection + 1 > self._det_window
+            or cc.path_deviation(self._x_det, self._det_step, self._since_detection, self.x_start, self.x)
+            > 0.5 * self.margin_m
+        ):
             self._detect()
         t1 = time.perf_counter()
         self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self._cand)
@@ -289,6 +345,10 @@ class CollisionWorld:
         states = [c._begin_step(t, frame_dt) for c, t in zip(self.cloths, targets)]
         self._timings = {}
         self.last_stats = {"detections": 0, "vertex_triangle_active_max": 0, "edge_edge_active_max": 0, "pushes": 0}
+        for counts in self.last_pushing_pairs_max.values():
+            counts[:] = 0
+        self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)  # (the last frame's were counted)
+        self._vt_lam = self._ee_lam = np.zeros(0)
         t_frame = time.perf_counter()
         phases = [
             c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False)
@@ -323,6 +383,7 @@ class CollisionWorld:
                 for k, c in enumerate(self.cloths):
                     if k not in self._push_cloths:
                         self.contact_push[self.offsets[k] : self.offsets[k + 1]] = 0.0
+        self._count_pushing()  # the last substep's pairs
         failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
         failures = [(k, f) for k, f in failures if f is not None]
         if failures:
@@ -342,6 +403,9 @@ class CollisionWorld:
         self._timings["world_total"] = time.perf_counter() - t_frame
         self.last_timings_ms = {k: 1e3 * v for k, v in self._timings.items()}
         diags = [c._commit_step(s) for c, s in zip(self.cloths, states)]
-        for d in diags:
-            d.contacts.update({f"cloth_{k}": v for k, v in self.last_stats.items()})
+        for k, d in enumerate(diags):
+            d.contacts.update({f"cloth_{key}": v for key, v in self.last_stats.items()})
+            d.timings_ms.update({f"world_{key}": v for key, v in self.last_timings_ms.items()})  # shared phases
+            d.contacts["cloth_cloth_pushing_pairs_max"] = int(self.last_pushing_pairs_max["cloth_cloth"][k])
+            d.contacts["self_pushing_pairs_max"] = int(self.last_pushing_pairs_max["self"][k])
         return diags

@@ -72,10 +72,12 @@ def shots(tmp_path_factory):
     return folder, expected
 
 
-def run_cli(args, cwd, module=False):
+def run_cli(args, cwd, module=False, pythonpath=None):
     command = [sys.executable, "-m", "cli"] if module else [sys.executable, str(CLI)]
     env = dict(os.environ)
     env.pop("NUMBA_NUM_THREADS", None)
+    if pythonpath is not None:  # in front of everything, workers included
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(command + args, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
     print(proc.stdout[-4000:], proc.stderr[-2000:])
     return proc
@@ -244,6 +246,34 @@ def test_bad_shots_fail_clearly_and_leave_no_partial_cache(shots):
     ]
     assert list((folder / "bad" / "jump").iterdir()) == []  # no cache, no temporary file
     assert (folder / "bad" / "blocked").read_text() == "a file where the cache folder should be"
+
+
+def test_a_solver_that_does_not_load_fails_the_shot_with_one_message(shots, tmp_path):
+    """numba missing in the worker (a package in front of the real one that raises as a missing one
+    does): the shot fails with the loader's message, which names what to install, no traceback
+    reaches the log, and nothing is written."""
+    folder, _ = shots
+    mask = tmp_path / "mask"
+    (mask / "numba").mkdir(parents=True)
+    (mask / "numba" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'numba'\", name='numba')\n"
+    )
+    summary = tmp_path / "summary.json"
+    out = tmp_path / "out"
+    proc = run_cli(
+        ["shot_a.blend", *FLAGS, "--out", f"{out}/{{shot}}", "--jobs", "1", "--summary-json", str(summary)],
+        cwd=folder,
+        pythonpath=mask,
+    )
+    assert proc.returncode == 1
+    (shot,) = json.loads(summary.read_text())["shots"]
+    assert shot["status"] == "failed"
+    message = shot["message"]
+    assert message.startswith("Selvedge cannot run its solver: numba is not installed"), message
+    assert "pip install numba==0.68.1 llvmlite==0.50.0" in message and "\n" not in message
+    assert "FAILED shot_a " in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr + "".join(p.read_text() for p in out.glob("*.log"))
+    assert not (out / "shot_a").exists() or list((out / "shot_a").iterdir()) == []
 
 
 def test_argument_errors_exit_2_before_any_bake(shots):

@@ -10,8 +10,9 @@ Each case runs in a child process whose ``sys.path`` holds a folder made here:
 - onnxruntime missing: NumPy only, the network asked for.
 
 The Blender-free half checks :mod:`dependencies` directly (the message names the pins, what to
-install and which build of the extension to use); the Blender half bakes through the operator in a
-bpy child and reads what the operator reported: one line, no traceback, the same message.
+install and which build of the extension to use); the Blender half goes through the UI in a bpy
+child (the sidebar panels, a preset, Simulate (Preview), Bake to Cache) and reads what the
+operators reported: one line, no traceback, the same message.
 """
 
 import json
@@ -190,40 +191,59 @@ def test_the_loader_passes_on_the_real_environment(tmp_path):
         assert lines[1].split() == [PINS["numba"], PINS["llvmlite"]]
 
 
-CHILD_BAKE = """
-import json, sys
+CHILD_UI = """
+import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(1, sys.argv[2])  # devtools/
 sys.path.insert(2, sys.argv[3])  # tests/
+sys.path.insert(3, sys.argv[3] + "/blender")  # the sidebar test's recording layout
 from selvedge_import import import_selvedge
 import bpy
 selvedge = import_selvedge()
 from blender_scenes import grid_cloth
+from test_sidebar_panels import draw
+overlay = importlib.import_module(selvedge.__name__ + ".operators.overlay")
+materials = importlib.import_module(selvedge.__name__ + ".solver.materials")
 bpy.ops.wm.read_factory_settings(use_empty=True)
 selvedge.register()
 obj, _ = grid_cloth(1, 4)
 scene = bpy.context.scene
 scene.selvedge.cache_folder = sys.argv[4]
 scene.selvedge.network_mode = sys.argv[5]
-try:
-    result = bpy.ops.selvedge.bake_cache()
-    out = {"result": sorted(result)}
-except RuntimeError as error:
-    out = {"error": str(error)}
+out = {"frame_before": scene.frame_current}
+
+def run(name, *args):
+    try:
+        return {"result": sorted(getattr(bpy.ops.selvedge, name)(*args))}
+    except RuntimeError as error:
+        return {"error": str(error)}
+
+# The sidebar: every panel draws, and picking a preset sets the sliders (plain Python, no numba).
+out["panels"] = {cls.__name__: draw(cls, obj) is not None for cls in selvedge.panels.CLASSES}
+obj.selvedge.material_preset = "denim"
+out["density"] = [obj.selvedge.density_kg_m2, materials.preset("denim").density_kg_m2, materials.preset("cotton").density_kg_m2]
+# Simulate (Preview), as its button calls it; then Bake to Cache, in the same session (a second click).
+out["preview"] = run("simulate_preview", "INVOKE_DEFAULT")
+out["preview_shape_keys"] = obj.data.shape_keys is not None
+out["preview_overlay"] = overlay._RECORDS.get(obj.name) is not None
+out["frame_after"] = scene.frame_current
+out["bake"] = run("bake_cache")
 out["files"] = sorted(p.name for p in __import__("pathlib").Path(sys.argv[4]).glob("*"))
 out["modifiers"] = [m.type for m in obj.modifiers]
 selvedge.unregister()
 print("RESULT " + json.dumps(out))
 sys.stdout.flush()
-__import__("importlib").import_module("selvedge.module_exit").exit_process(0)
+importlib.import_module(selvedge.__name__ + ".module_exit").exit_process(0)
 """
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXPECTED))
-def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
-    """Through the operator: Blender's report (what the UI and the log show) is that one message, the
-    bake writes nothing, and no traceback reaches the output."""
+def test_the_preview_and_a_bake_report_the_failure_as_one_message(tmp_path, case):
+    """Through the UI's paths in one session: the sidebar panels draw and a preset applies; Simulate
+    (Preview), then Bake to Cache, each report that one message (Blender's report: what the status
+    bar, the Info log and a script's RuntimeError show), change nothing, and no traceback reaches
+    the output."""
     site, keep_site = make_site(tmp_path, case)
     if not keep_site:  # the bpy child needs bpy and its packages: mask the missing one in front of them
         site = tmp_path / "mask"
@@ -239,7 +259,7 @@ def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
         [
             sys.executable,
             "-c",
-            CHILD_BAKE,
+            CHILD_UI,
             str(site),
             str(ROOT / "devtools"),
             str(ROOT / "tests"),
@@ -255,13 +275,22 @@ def test_a_bake_reports_the_failure_as_one_message(tmp_path, case):
     assert child.returncode == 0, output[-4000:]
     got = json.loads(next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))[7:])
     print(case, "->", got)
-    assert "error" in got, got
-    error = got["error"]
-    assert error.startswith("Error: Selvedge bake failed: Selvedge") and error.count("\n") <= 1, error
-    missing = [w for w in words if w not in error]
-    assert not missing, (missing, error)
+    # every panel a cloth object shows was drawn (a failing draw would have ended the child)
+    assert {name for name, drawn in got["panels"].items() if not drawn} == {"SELVEDGE_PT_collider"}, got["panels"]
+    picked, denim, cotton = got["density"]
+    assert picked == pytest.approx(denim, rel=1e-6) and denim != cotton  # the preset applied
+    for operator, prefix in (("preview", "Selvedge preview failed"), ("bake", "Selvedge bake failed")):
+        assert "error" in got[operator], (operator, got)
+        error = got[operator]["error"]
+        assert error.startswith(f"Error: {prefix}: Selvedge") and error.count("\n") <= 1, error
+        missing = [w for w in words if w not in error]
+        assert not missing, (operator, missing, error)
+    assert got["preview"]["error"].split(": ", 2)[2] == got["bake"]["error"].split(": ", 2)[2]  # the same words
     assert "Traceback" not in output, output[-4000:]
-    assert got["files"] == [] and got["modifiers"] == []  # nothing written, the scene as it was
+    # Nothing written, the scene as it was: no preview key or overlay, the frame, no cache, no modifier.
+    assert not got["preview_shape_keys"] and not got["preview_overlay"]
+    assert got["frame_after"] == got["frame_before"]
+    assert got["files"] == [] and got["modifiers"] == []
 
 
 def test_the_messages_name_the_pins_the_build_bundles():

@@ -3,10 +3,12 @@
 * A Wind field and two flat panels joined by loose edges (Blender's sewing convention): the
   bake's cache, played back through Blender's Mesh Cache modifier, has every seam shut and the
   cloth's centre of mass carried downwind as a constant acceleration s under linear air drag k
-  gives, x(t) = (s / k) (t - (1 - exp(-k t)) / k) (sewing forces are internal: they cannot move it).
+  gives, x(t) = (s / k) (t - (1 - exp(-k t)) / k) (sewing forces are internal: they cannot move it);
+  a Magnetic field beside it (not simulated) is named in the sidecar's warnings.
 * Pressure on an open mesh: a clear error, nothing written.
 """
 
+import json
 import math
 
 import blender_scenes
@@ -73,8 +75,15 @@ def test_wind_field_and_sewn_panels_bake_and_play_back(cache_dir):
     wind = bpy.context.object
     wind.field.strength = 2.0  # along the field's local Z: world +y
     wind.field.flow = 0.0  # Blender's Wind default is 1 (a drag toward strength / flow)
+    bpy.ops.object.effector_add(type="MAGNET", location=(0.0, 0.0, 3.0))  # not simulated: named, not silent
+    magnet = bpy.context.object
     rest = mesh_co(cloth.data).astype(np.float64)
     assert bpy.ops.selvedge.bake_cache() == {"FINISHED"}
+    sidecar = json.loads((cache_dir / "Panels.json").read_text())
+    assert [w for w in sidecar["warnings"] if "field type" in w] == [
+        f"{magnet.name}: field type 'MAGNET' is not simulated (a Magnetic field acts on moving charges; cloth carries "
+        "none); simulated: Wind, Force, Vortex, Turbulence, Harmonic, Charge, Drag"
+    ]
 
     end = cached_world(cloth, LAST)
     assert np.linalg.norm(end[pairs[:, 0]] - end[pairs[:, 1]], axis=1).max() < 2e-3
@@ -121,9 +130,24 @@ def test_shape_and_pressure_properties_map_to_the_solver_with_blenders_meaning()
     )
     s.use_sewing_springs, s.sewing_force_max, s.sewing_closing_time, s.seam_mode = True, 2.5, 0.5, "STIFF"
     sewing = s2s.sewing_from_settings(s, np.array([[0, 5]]))
-    assert (sewing.sewing_force_max, sewing.closing_time_s, sewing.seam) == (2.5, 0.5, "stiff")
+    assert (sewing.sewing_force_max, sewing.closing_time_s, sewing.seam, sewing.seam_bending) == (
+        2.5,
+        0.5,
+        "stiff",
+        True,
+    )
+    s.use_seam_bending = False
+    assert s2s.sewing_from_settings(s, np.array([[0, 5]])).seam_bending is False
     s.drag_coefficient, s.lift_coefficient = 0.8, 0.3
     aero = s2s.aerodynamics_from_settings(s)
-    assert (aero.drag_coefficient, aero.lift_coefficient) == pytest.approx((0.8, 0.3))
-    s.field_weight_all, s.field_weight_vortex = 0.5, 0.4
-    assert s2s.effector_weights(s)["vortex"] == pytest.approx(0.4) and s2s.effector_weights(s)["all"] == 0.5
+    assert (aero.drag_coefficient, aero.lift_coefficient, aero.air_density_kg_m3) == pytest.approx((0.8, 0.3, 1.225))
+    s.air_density = 1000.0  # under water
+    assert s2s.aerodynamics_from_settings(s).air_density_kg_m3 == 1000.0
+    s.field_weight_all, s.field_weight_vortex, s.field_weight_harmonic = 0.5, 0.4, 0.25
+    weights = s2s.effector_weights(s)
+    assert weights["vortex"] == pytest.approx(0.4) and weights["all"] == 0.5 and weights["harmonic"] == 0.25
+    assert weights["charge"] == weights["drag"] == 1.0  # Blender's Field Weights default
+    scene = bpy.context.scene.selvedge
+    assert s2s.solver_settings_from_scene(scene, 24.0).force_updates_per_frame == 1
+    scene.force_updates_per_frame = 4
+    assert s2s.solver_settings_from_scene(scene, 24.0).force_updates_per_frame == 4

@@ -85,6 +85,8 @@ def test_every_panel_draws_for_each_role(role):
             "use_tethers",
             "tether_scale",
             "use_self_collision",
+            "use_cloth_collision",
+            "collision_layer",
             "bending_model",
         } <= set(props)
     ops = [e[1] for e in drawn["SELVEDGE_PT_scene"] if e[0] == "operator"]

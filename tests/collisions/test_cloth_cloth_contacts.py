@@ -211,3 +211,39 @@ def test_bad_world_input_is_refused():
     CollisionWorld([a])
     with pytest.raises(ClothInputError, match="one CollisionWorld"):
         CollisionWorld([a])
+
+
+def test_pushing_pair_counts_split_cloth_cloth_and_self_per_cloth():
+    """``FrameDiagnostics.contacts`` of each cloth: a pair of two cloths counts for both (so two
+    cloths get equal cloth-cloth counts, every frame), a pair within a cloth for that cloth only;
+    with self-collision off no self pair is counted, a cloth alone has no cloth-cloth pair."""
+    cloths = [_sphere_cloth(*_sheet(0.35, n=12, size=0.6)), _sphere_cloth(*_sheet(0.40, n=12, size=0.6, rot=0.4))]
+    world = CollisionWorld(
+        cloths, [ClothCollision(layer=0, self_collision=False), ClothCollision(layer=1, self_collision=False)]
+    )
+    per_frame = [
+        [(d.contacts["cloth_cloth_pushing_pairs_max"], d.contacts["self_pushing_pairs_max"]) for d in world.step()]
+        for _ in range(12)
+    ]
+    assert all(a == b and a[1] == 0 for a, b in per_frame), per_frame
+    assert max(a[0] for a, _ in per_frame) > 10  # the upper sheet landed on the lower one
+    # the strip folded onto itself: self pairs only
+    pos, faces, _ = grid_mesh(21, 5, 0.5, 0.1)
+    x = pos.copy()
+    flap = pos[:, 0] > 0.3 + 1e-9
+    x[:, 2] = THICKNESS
+    x[flap, 0] = 0.3
+    x[flap, 2] = THICKNESS + (pos[flap, 0] - 0.3)
+    v = np.zeros_like(x)
+    v[flap, 0] = -4.0 * (pos[flap, 0] - 0.3)
+    strip = Cloth(
+        pos,
+        faces,
+        settings=SolverSettings(substeps=20),
+        contact_handler=Colliders([Plane()], cloth_thickness=THICKNESS),
+    )
+    strip.set_positions(x, v)
+    alone = CollisionWorld([strip])
+    counts = [alone.step()[0].contacts for _ in range(20)]
+    assert all(c["cloth_cloth_pushing_pairs_max"] == 0 for c in counts)
+    assert max(c["self_pushing_pairs_max"] for c in counts) > 5

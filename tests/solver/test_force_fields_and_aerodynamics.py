@@ -1,4 +1,4 @@
-"""Force fields (Blender's Wind, Force, Vortex, Turbulence) and per-triangle drag and lift.
+"""Force fields (Blender's Wind, Force, Vortex, Turbulence, Harmonic, Charge, Drag) and per-triangle drag and lift.
 
 References: Blender's effector formulas (solver/forces.py writes them down; transcribed again
 here in NumPy, on points and settings the kernel never saw), the analytic velocity of a body
@@ -11,7 +11,7 @@ import pytest
 
 from selvedge.solver import Cloth, ClothInputError, ClothOptions, Material, SolverSettings, grid_mesh
 from selvedge.solver.aerodynamics import Aerodynamics
-from selvedge.solver.forces import ForceField, field_accelerations, pack_fields
+from selvedge.solver.forces import ForceField, evaluate_fields, field_accelerations, pack_fields
 
 OFF = ClothOptions(bending=False, shear=False, tethers=False)
 
@@ -30,13 +30,21 @@ def _blender_falloff(x, use_min, x_min, use_max, x_max, power):
     return (1.0 + x - (x_min if use_min else 0.0)) ** (-power)
 
 
-def _reference_acceleration(f: ForceField, p):
-    """Blender's do_physical_effector / effector_falloff for one point, written out again."""
+def _reference_acceleration(f: ForceField, p, v):
+    """Blender's get_effector_data / effector_falloff / do_physical_effector for one point (a
+    1 kg particle, velocities per second), written out again from effect.cc."""
     z = np.asarray(f.direction, float) / np.linalg.norm(f.direction)
-    r = p - np.asarray(f.location, float)
-    if f.shape == "plane":
-        r = np.dot(r, z) * z
-    d, c = np.linalg.norm(r), np.dot(z, r)
+    q = p - np.asarray(f.location, float)  # vec_to_point2
+    c = np.dot(z, q)
+    if f.shape == "point":
+        r = q
+    elif f.shape == "plane" and f.kind != "vortex":
+        r = c * z
+    else:
+        r = q - c * z
+    d = np.linalg.norm(r)
+    if f.kind == "harmonic" and f.rest_length:
+        r = r * (d - f.rest_length) / d
     if (f.z_direction == "positive" and c < 0) or (f.z_direction == "negative" and c > 0):
         return np.zeros(3)
     mins = (f.use_min_distance, f.distance_min, f.use_max_distance, f.distance_max, f.falloff_power)
@@ -44,16 +52,33 @@ def _reference_acceleration(f: ForceField, p):
     if f.falloff_type == "sphere":
         fall = _blender_falloff(d, *mins)
     elif f.falloff_type == "tube":
-        fall = _blender_falloff(abs(c), *mins) * _blender_falloff(np.linalg.norm(r - c * z), *rads)
+        fall = _blender_falloff(abs(c), *mins) * _blender_falloff(np.linalg.norm(q - c * z), *rads)
     else:
-        fall = _blender_falloff(abs(c), *mins) * _blender_falloff(np.degrees(np.arccos(np.clip(c / d, -1, 1))), *rads)
-    s = f.strength * fall * f.weight
+        angle = np.degrees(np.arccos(np.clip(c / np.linalg.norm(q), -1, 1)))
+        fall = _blender_falloff(abs(c), *mins) * _blender_falloff(angle, *rads)
+    fall *= f.weight
+    if fall == 0:
+        return np.zeros(3)
+    s, b = f.strength, f.damping
     if f.kind == "wind":
-        return s * z
-    if f.kind == "force":
-        return s * r / d
-    t = np.cross(z, r)
-    return s * d * t / np.linalg.norm(t)
+        out = s * fall * z
+    elif f.kind == "force":
+        if f.use_gravity_falloff:
+            s = s / d**2
+        out = s * fall * r / d
+    elif f.kind == "vortex" and f.shape == "point":
+        t = np.cross(z, r)
+        out = s * fall * d * t / np.linalg.norm(t)
+    elif f.kind == "vortex":
+        t = s * fall * np.cross(z, q)
+        out = s * fall * np.cross(z, t) + t - v
+    elif f.kind == "harmonic":
+        return -s * fall * r - b * 2 * np.sqrt(abs(s)) * v
+    elif f.kind == "charge":
+        out = s * fall * r
+    elif f.kind == "drag":
+        return -fall * v * (min(s, 2.0) * np.linalg.norm(v) + min(b, 2.0))
+    return out - f.flow * fall * v
 
 
 CASES = [
@@ -84,17 +109,41 @@ CASES = [
         z_direction="positive",
     ),
     ForceField("vortex", location=(0.0, 0.0, -0.5), direction=(0.0, 1.0, 1.0), strength=1.5, falloff_power=1.0),
+    ForceField(
+        "wind",
+        location=(0.2, 0.0, 0.0),
+        direction=(0.0, 0.0, 1.0),
+        strength=2.0,
+        shape="plane",
+        falloff_type="cone",
+        falloff_power=1.0,
+        radial_falloff=1.0,
+        use_radial_max=True,
+        radial_max=70.0,
+        flow=0.7,
+    ),
+    ForceField("force", shape="line", direction=(1.0, 0.0, 1.0), strength=2.0, falloff_power=2.0, flow=0.3),
+    ForceField("force", location=(0.1, 0.2, 0.3), strength=1.5, use_gravity_falloff=True),
+    ForceField("vortex", shape="plane", direction=(0.0, 1.0, 1.0), strength=1.5, falloff_power=1.0, flow=0.4),
+    ForceField("vortex", shape="line", strength=-0.8, use_max_distance=True, distance_max=1.6),
+    ForceField("harmonic", location=(0.2, 0.1, 0.0), strength=3.0, damping=0.4, rest_length=0.5, falloff_power=1.0),
+    ForceField("harmonic", shape="plane", strength=2.0, damping=1.0, flow=0.5),
+    ForceField("harmonic", location=(0.1, 0.0, 0.2), strength=2.5, damping=0.3, rest_length=0.4, weight=0.7),
+    ForceField("harmonic", strength=1.5, damping=0.0),
+    ForceField("charge", location=(0.0, 0.3, 0.0), strength=-2.0, falloff_power=2.0),
+    ForceField("drag", strength=0.7, damping=0.4, falloff_type="tube", use_radial_max=True, radial_max=1.0),
+    ForceField("drag", strength=3.0, damping=2.5),
 ]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))
 def test_field_falloff_and_force_match_blenders_formulas(index):
     f = CASES[index]
-    points = np.random.default_rng(index).uniform(-1.5, 1.5, (400, 3))
-    table, perms = pack_fields([f])
-    acc, air = np.zeros_like(points), np.zeros_like(points)
-    field_accelerations(points, np.zeros_like(points), np.ones(400), table, perms, 0, False, acc, air)
-    expected = np.array([_reference_acceleration(f, p) for p in points])
+    rng = np.random.default_rng(index)
+    points = rng.uniform(-1.5, 1.5, (400, 3))
+    velocities = rng.normal(0.0, 1.0, (400, 3))
+    acc = evaluate_fields([f], points, velocities)
+    expected = np.array([_reference_acceleration(f, p, v) for p, v in zip(points, velocities)])
     assert np.abs(expected).max() > 0.1 and (np.abs(expected).sum(axis=1) == 0).sum() < 400
     np.testing.assert_allclose(acc, expected, rtol=1e-9, atol=1e-12)
 
@@ -241,7 +290,7 @@ def test_bad_field_settings_are_refused():
 
 
 def test_blender_field_settings_translate_by_name():
-    from selvedge.solver.forces import field_from_blender
+    from selvedge.solver.blender_fields import field_from_blender
 
     m = np.eye(4)
     m[:3, 3] = (1.0, 2.0, 3.0)
@@ -272,3 +321,77 @@ def test_blender_field_settings_translate_by_name():
     assert skipped is None and "MAGNET" in why
     skipped, why = field_from_blender({"type": "FORCE", "shape": "SURFACE"}, m)
     assert skipped is None and "SURFACE" in why
+
+
+def test_the_three_turbulence_axes_are_blenders_three_samples():
+    """The kernel computes the three axes together (shared lattice cell); each must equal the
+    octave sum at Blender's permuted sample points (y, z, x) and (z, x, y)."""
+    from numba import njit
+
+    from selvedge.solver.field_noise import turbulence, turbulence_axes
+
+    @njit
+    def both(p, size, pts):
+        out = np.empty((pts.shape[0], 6))
+        for i in range(pts.shape[0]):
+            x, y, z = pts[i, 0], pts[i, 1], pts[i, 2]
+            out[i, 0], out[i, 1], out[i, 2] = turbulence_axes(p, size, x, y, z)
+            out[i, 3] = turbulence(p, size, x, y, z)
+            out[i, 4] = turbulence(p, size, y, z, x)
+            out[i, 5] = turbulence(p, size, z, x, y)
+        return out
+
+    _, perms = pack_fields([ForceField("turbulence", seed=4)])
+    out = both(perms[0], 0.3, np.random.default_rng(5).uniform(-3, 3, (2000, 3)))
+    assert out[:, :3].std() > 0.05
+    np.testing.assert_allclose(out[:, :3], out[:, 3:], atol=1e-12)
+
+
+@pytest.mark.parametrize(("damping", "analytic"), [(0.0, "cos"), (1.0, "critical")])
+def test_a_harmonic_field_is_a_spring_of_rate_sqrt_strength(damping, analytic):
+    """Harmonic, strength s, damping b: x'' = -s x - 2 b sqrt(s) x'. b = 0: x0 cos(w t); b = 1
+    (critical): x0 (1 + w t) exp(-w t), w = sqrt(s). At the default one field update a frame: the
+    spring is evaluated every substep (held over a frame it doubles its energy in 10 s)."""
+    s, x0 = 4.0, 0.3
+    w = np.sqrt(s)
+    pos = np.array([[0.0, 0.0, 0.0], [0.01, 0.0, 0.0], [0.0, 0.01, 0.0]])
+    pos += [x0, 0.0, 0.0] - pos.mean(axis=0)
+    settings = SolverSettings(substeps=10, gravity_m_s2=(0.0, 0.0, 0.0))
+    assert settings.force_updates_per_frame == 1
+    cloth = Cloth(
+        pos,
+        [[0, 1, 2]],
+        material=Material(air_drag_per_s=0.0),
+        settings=settings,
+        options=OFF,
+        force_fields=[ForceField("harmonic", strength=s, damping=damping)],
+    )
+    fps = cloth.settings.fps
+    errors = []
+    for frame in range(1, 10 * 24 + 1):
+        cloth.step()
+        t = frame / fps
+        expected = x0 * np.cos(w * t) if analytic == "cos" else x0 * (1 + w * t) * np.exp(-w * t)
+        errors.append(abs(cloth.positions[:, 0].mean() - expected))
+    assert max(errors) < 0.02 * x0
+
+
+def test_every_point_is_one_field_per_vertex_and_a_large_mesh_is_named():
+    from selvedge.solver.blender_fields import EVERY_POINT_WARN_VERTICES, fields_from_blender
+
+    m = np.eye(4)
+    m[:3, 3] = (0.0, 0.0, 1.0)
+    n = EVERY_POINT_WARN_VERTICES + 44
+    rng = np.random.default_rng(3)
+    positions, normals = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
+    settings = {"type": "HARMONIC", "shape": "POINTS", "strength": 2.0}
+    fields, why = fields_from_blender(settings, m, None, (positions, normals))
+    assert len(fields) == n and f"Every Point with {n} vertices" in why
+    assert [f.point_index for f in fields] == list(range(n)) and {f.point_count for f in fields} == {n}
+    np.testing.assert_allclose(fields[5].location, positions[5] + (0.0, 0.0, 1.0))
+    np.testing.assert_allclose(fields[5].direction, normals[5] / np.linalg.norm(normals[5]))
+    assert fields[5].origin == (0.0, 0.0, 1.0) and fields[5].axis == (0.0, 0.0, 1.0)
+    few, why = fields_from_blender(dict(settings, type="WIND"), m, None, (positions[:8], normals[:8]))
+    assert len(few) == 8 and why == "" and {f.point_count for f in few} == {0}
+    none, why = fields_from_blender(settings, m, None, None)
+    assert none == [] and "without vertices" in why

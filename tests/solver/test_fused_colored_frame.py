@@ -41,22 +41,23 @@ def test_atomic_add_hands_out_every_item_exactly_once_to_two_threads():
     assert counter[0] == claimed_by.size + 2  # one failed claim per thread ends its loop
 
 
-def _sheet(n=20, **options):
+def _sheet(n=20, soft_pins=True):
     pos, faces, uv = grid_mesh(n, n, 1.0, 1.0, origin=(0.0, 0.0, 1.0))
     pins = np.zeros(len(pos))
     pins[[(n - 1) * n, n * n - 1]] = 1.0  # two hard corners that move
-    pins[[n // 2, 3 * n + 5, n * n // 2]] = 0.7  # soft pins, reordered by the sweep
+    if soft_pins:
+        pins[[n // 2, 3 * n + 5, n * n // 2]] = 0.7  # soft pins, reordered by the sweep
     return pos, faces, uv, pins
 
 
-def _run(fused, bending, iterations, frames=15, threads=2, monkeypatch=None, team=None):
-    pos, faces, uv, pins = _sheet()
+def _run(fused, bending, iterations, frames=15, threads=2, monkeypatch=None, team=None, limiting=False, n=20):
+    pos, faces, uv, pins = _sheet(n)
     cloth = Cloth(
         pos,
         faces,
         uvs=uv,
         pin_weights=pins,
-        options=ClothOptions(bending_model=bending, stretch_limiting=False),
+        options=ClothOptions(bending_model=bending, stretch_limiting=limiting),
         settings=SolverSettings(solve_mode="colored", threads=threads, substeps=6, iterations=iterations),
     )
     cloth.fused_frames = fused
@@ -90,6 +91,42 @@ def test_a_team_of_any_size_gives_the_same_frame(team, monkeypatch):
     assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
 
 
+@pytest.mark.parametrize("min_pairs", [0, cloth_module.STRETCH_LIMIT_BLOCK_MIN_PAIRS])
+@pytest.mark.parametrize("team", [None, 1, 3])
+def test_the_stretch_limit_levels_run_inside_the_fused_frame_with_the_same_bits(min_pairs, team, monkeypatch):
+    # min_pairs=0: every coarse level split into blocks (a snapshot, the blocks, the cut pairs,
+    # the children by block); the default: the coarse levels of this 32 x 32 sheet in one item.
+    # Against the per-phase coloured path, which runs the same blocked levels serially.
+    monkeypatch.setattr(cloth_module, "STRETCH_LIMIT_BLOCK_MIN_PAIRS", min_pairs)
+    a = _run(True, "isometric", 2, frames=6, monkeypatch=monkeypatch, team=team, limiting=True, n=32)
+    b = _run(False, "isometric", 2, frames=6, limiting=True, n=32)
+    assert a.hierarchy is not None and a.hierarchy.edge_offsets.shape[0] - 2 >= 2
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
+    assert a.stretch_limit_active == b.stretch_limit_active > 0  # the limit did act, counted alike
+    assert a.last_diagnostics.timings_ms["stretch_limit"] > 0.0
+
+
+def test_the_coloured_stretch_limit_keeps_the_serial_strain():
+    # 64 x 64 corner sheet falling from flat: its first level (3906 pairs) runs by blocks, the
+    # cut pairs after the blocks. The coloured sheet must stay within millimetres of the serial
+    # one and its worst-frame P95 strain within a tenth of the serial one's.
+    n = 64
+    pos, faces, uv = grid_mesh(n, n, 1.0, 1.0, origin=(0.0, 0.0, 1.0))
+    pins = np.zeros(len(pos))
+    pins[[(n - 1) * n, n * n - 1]] = 1.0
+    out = {}
+    for mode in ("serial", "colored"):
+        cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(solve_mode=mode, threads=2))
+        p95 = max(cloth.step().strain_p95 for _ in range(12))
+        out[mode] = (cloth.x.copy(), p95)
+    assert cloth._colored[5].split >= 1 and cloth._fused is not None
+    gap = np.linalg.norm(out["serial"][0] - out["colored"][0], axis=1).max()
+    (_, ps), (_, pc) = out["serial"], out["colored"]
+    print(f"\n[colored vs serial, 64 x 64] gap {1e3 * gap:.2f} mm, P95 {100 * pc:.3f} % vs {100 * ps:.3f} %")
+    assert gap < 5e-3
+    assert abs(pc - ps) < 0.1 * ps
+
+
 def test_fused_phase_timings_cover_the_frame():
     cloth = _run(True, "isometric", 1, frames=3)
     t = cloth.last_diagnostics.timings_ms
@@ -101,14 +138,7 @@ def test_fused_phase_timings_cover_the_frame():
 
 def test_hooks_and_contacts_take_the_per_phase_path():
     pos, faces, _, pins = _sheet()
-    # without the hierarchical stretch limit: with it every coloured frame takes the per-phase path
-    cloth = Cloth(
-        pos,
-        faces,
-        pin_weights=pins,
-        options=ClothOptions(stretch_limiting=False),
-        settings=SolverSettings(solve_mode="colored", threads=2),
-    )
+    cloth = Cloth(pos, faces, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=2))
     assert (cloth._fused_schedule() is not None) == FUSED_SUPPORTED
     cloth.acceleration_hook = lambda x, v, h, t: None  # Python between the phases
     assert cloth._fused_schedule() is None
@@ -121,3 +151,40 @@ def test_hooks_and_contacts_take_the_per_phase_path():
         contact_handler=Colliders([Plane(position=(0.0, 0.0, -1.0))]),
     )
     assert grounded._fused_schedule() is None
+
+
+def test_blocked_levels_keep_every_link_and_parent_and_let_blocks_run_apart(monkeypatch):
+    # Against the hierarchy as built (serial order): the blocked one holds the same pairs with
+    # the same limits per level, the same (child, parent, weight) triples and snapshot; in a
+    # blocked level every pair of block b moves only vertices of part b, and every child of
+    # block b lies in part b, so the blocks of a step never write the same vertex.
+    monkeypatch.setattr(cloth_module, "STRETCH_LIMIT_BLOCK_MIN_PAIRS", 0)
+    pos, faces, uv, pins = _sheet(32, soft_pins=False)
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(solve_mode="colored", threads=3))
+    cloth._colored_schedule()
+    part, blocked = cloth._colored[4], cloth._colored[5]
+    hz, bz = cloth.hierarchy, blocked.hierarchy
+    levels = hz.edge_offsets.shape[0] - 2
+    assert blocked.split == levels >= 3
+
+    def triples(h):
+        rows = []
+        for c in range(h.children.shape[0]):
+            for e in range(h.parent_start[c], h.parent_start[c + 1]):
+                rows.append((int(h.children[c]), int(h.parents[e]), float(h.parent_weight[e])))
+        return sorted(rows)
+
+    assert triples(hz) == triples(bz)
+    assert sorted(hz.snapshot.tolist()) == sorted(bz.snapshot.tolist())
+    for level in range(1, levels + 1):
+        e0, e1 = hz.edge_offsets[level], hz.edge_offsets[level + 1]
+        serial = sorted(zip(map(tuple, hz.edges[e0:e1].tolist()), hz.max_length[e0:e1].tolist()))
+        assert serial == sorted(zip(map(tuple, bz.edges[e0:e1].tolist()), bz.max_length[e0:e1].tolist()))
+        eb, cb, w = blocked.edge_blocks[level], blocked.child_blocks[level], hz.inv_mass[level]
+        assert eb[0] == e0 and eb[-1] == e1
+        for b in range(3):
+            pairs = bz.edges[eb[b] : eb[b + 1]]
+            movable = w[pairs] > 0.0
+            assert (part[pairs][movable] == b).all()
+            assert (part[bz.children[cb[b] : cb[b + 1]]] == b).all()
+        assert cb[0] == hz.child_offsets[level - 1] and cb[-1] == hz.child_offsets[level]

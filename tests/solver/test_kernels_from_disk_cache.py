@@ -62,32 +62,41 @@ def _cache_files(cache):
     return sorted(str(p.relative_to(cache)) for p in Path(cache).rglob("*") if p.is_file())
 
 
-def test_a_second_process_loads_every_kernel_from_the_cache_and_gets_the_same_cloth(tmp_path):
-    """Two processes with an empty cache directory run the broad-phase query with lists that
-    overflow its first buffers, in one and two chunks (first: the crash of numba#8578 needed a
-    cached function to start the parallel runtime), then drop a cloth (coloured mode) onto a moving
-    mesh ball and a sphere with self-collision: the first compiles and writes the cache, the second
-    must write nothing new (everything loaded), not crash, and end with bit-identical results."""
-    cache = tmp_path / "numba-cache"
+def test_a_second_process_loads_every_kernel_from_the_cache_and_gets_the_same_cloth(tmp_path, monkeypatch):
+    """This process runs the broad-phase query with lists that overflow its first buffers, in one
+    and two chunks, then drops a cloth (coloured mode) onto a moving mesh ball and a sphere with
+    self-collision, compiling (or loading) and caching every kernel it needs; a second process
+    with the same cache directory must load all of them (write nothing new), not crash (the
+    crash of numba#8578 needed a cached function to start the parallel runtime: the query runs
+    first there), and end bit-identical to this process.
+
+    The cache is the session's own: a fresh one would make this test compile every kernel once
+    more (about 4 minutes of CI on two cores) for the same check."""
+    import runpy
+
+    from selvedge.solver import _numba_setup as setup
+
     script = tmp_path / "drop.py"
     script.write_text(SCRIPT.format(devtools=str(ROOT / "devtools")))
-    env = dict(os.environ, SELVEDGE_CACHE_DIR=str(cache))
+    here = tmp_path / "positions_here.npy"
+    monkeypatch.setattr(sys, "argv", [str(script), str(here), "colored"])
+    runpy.run_path(str(script), run_name="__main__")
+    cache = Path(setup.CACHE_DIR)
+    before = _cache_files(cache)
+    out = tmp_path / "positions_loaded.npy"
+    env = dict(os.environ, SELVEDGE_CACHE_DIR=setup.user_cache_dir())
     env.pop("NUMBA_CACHE_DIR", None)
-    results, listings = [], []
-    for run in range(2):
-        out = tmp_path / f"positions{run}.npy"
-        proc = subprocess.run(
-            [sys.executable, str(script), str(out), "colored"], env=env, capture_output=True, text=True, timeout=900
-        )
-        assert proc.returncode == 0, f"run {run} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-        results.append(np.load(out))
-        listings.append(_cache_files(cache))
-    assert len(listings[0]) > 20  # the collision and solver kernels were cached
-    assert listings[1] == listings[0]  # nothing recompiled in the second process
-    assert np.array_equal(results[0], results[1])
-    cloth = results[1][: 16 * 16 * 3].reshape(-1, 3)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), "colored"], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, f"the second process failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    assert len(before) > 20  # the collision and solver kernels were cached
+    assert _cache_files(cache) == before  # nothing recompiled in the second process
+    mine, loaded = np.load(here), np.load(out)
+    assert np.array_equal(mine, loaded)
+    cloth = loaded[: 16 * 16 * 3].reshape(-1, 3)
     assert np.isfinite(cloth).all() and cloth[:, 2].min() < 0.3  # it fell onto the ball
-    assert results[1].size > cloth.size + 8 * 400  # the query's lists overflowed their first buffers
+    assert loaded.size > cloth.size + 8 * 400  # the query's lists overflowed their first buffers
 
 
 def test_each_version_of_the_sources_gets_its_own_cache_folder(tmp_path):

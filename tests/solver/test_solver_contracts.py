@@ -609,20 +609,21 @@ def test_unstored_multipliers_change_nothing(mode, iterations, monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------
-# Resolution stress: 128 x 128 for 1000 frames.
+# Resolution stress: 128 x 128 for 600 frames.
 # ----------------------------------------------------------------------------------------------
-def test_128x128_two_corner_hang_1000_frames_stays_bounded():
-    """A 1 m, 128 x 128 cloth released flat and caught by its two top corners, 1000 frames at the
-    default budget (20 substeps x 1 iteration, default material, tethers on).
+def test_128x128_two_corner_hang_600_frames_stays_bounded():
+    """A 1 m, 128 x 128 cloth released flat and caught by its two top corners, 600 frames at the
+    default budget (10 substeps x 1 iteration, hierarchical stretch limit, default material,
+    tethers on).
 
-    What is bounded, and why these bounds: the catch is violent (a 1 m fall reaches 4.4 m/s) and one
-    Gauss-Seidel sweep per substep cannot carry the whole cloth's weight to two vertices at once, so
-    the first frames show large transient strain near the corners (measured peak ~3, i.e. 300 %, at
-    frame ~6; the solver's own guard rolls back at 1000 %). Once the cloth has swung out (frame 100)
-    the worst edge must stay under 150 % and the 95th percentile under 30 % (measured ~106 % and
-    ~20 %), and nothing may grow afterwards: the worst strain of frames 500-1000 may not exceed that
-    of frames 100-500 by more than 5 %. A vertex faster than 20 m/s would be an explosion. Accuracy
-    against the budget is measured in test_milestones_m4_m5 (M5), not here.
+    What is bounded, and why these bounds: the catch is violent (a 1 m fall reaches 4.4 m/s);
+    once the cloth has swung out (frame 100) the bulk stays at the stretch limit's level (95th
+    percentile under 2 %; measured 0.7-1.0 %) and the worst edge, at the folding top border
+    between the pins, under 50 % (measured 4-27 % spikes). Nothing may grow afterwards: the
+    kinetic energy of frames 350-600 must stay below that of frames 100-350 (measured about a
+    fifth: the swing decays), and their worst P95 within 1.5x. A vertex faster than 20 m/s would
+    be an explosion. Accuracy against the budget is measured in test_milestones_m4_m5 (M5) and
+    tests/solver/test_stiff_fabric.py, not here.
     """
     n_side = 128
     pos, faces, uv = grid_mesh(n_side, n_side, 1.0, 1.0, plane="xy")
@@ -630,31 +631,37 @@ def test_128x128_two_corner_hang_1000_frames_stays_bounded():
     pins = np.zeros(n)
     corners = [n - n_side, n - 1]
     pins[corners] = 1.0
-    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(substeps=20, iterations=1))
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings())
+    assert (cloth.settings.substeps, cloth.settings.iterations) == (10, 1)
     t0 = time.perf_counter()
-    strain_max = np.zeros(1001)
+    frames = 600
+    strain_max, strain_p95, kinetic = np.zeros(frames + 1), np.zeros(frames + 1), np.zeros(frames + 1)
     worst_speed = 0.0
-    for frame in range(1, 1001):
+    for frame in range(1, frames + 1):
         diag = cloth.step()
-        speed = float(np.sqrt(np.max(np.sum(cloth.velocities**2, axis=1))))
+        speed2 = np.sum(cloth.velocities**2, axis=1)
+        speed = float(np.sqrt(np.max(speed2)))
         worst_speed = max(worst_speed, speed)
-        strain_max[frame] = diag.strain_max
+        strain_max[frame], strain_p95[frame] = diag.strain_max, diag.strain_p95
+        kinetic[frame] = 0.5 * float(np.sum(cloth.mass * speed2 * (cloth.inv_mass > 0)))
         assert np.isfinite(cloth.positions).all(), frame
         assert speed <= 20.0, f"frame {frame}: a vertex at {speed:.3g} m/s"
         if frame >= 100:
-            assert diag.strain_max <= 1.5, f"frame {frame}: strain_max {diag.strain_max:.3g}"
-            assert diag.strain_p95 <= 0.3, f"frame {frame}: strain_p95 {diag.strain_p95:.3g}"
-    early, late = strain_max[100:500].max(), strain_max[500:].max()
+            assert diag.strain_max <= 0.5, f"frame {frame}: strain_max {diag.strain_max:.3g}"
+            assert diag.strain_p95 <= 0.02, f"frame {frame}: strain_p95 {diag.strain_p95:.3g}"
     report(
         "128x128",
         seconds=time.perf_counter() - t0,
         peak_strain=strain_max.max(),
-        settled_strain=early,
-        late_strain=late,
+        settled_strain=strain_max[100:350].max(),
+        late_strain=strain_max[350:].max(),
         worst_speed=worst_speed,
+        kinetic_early=kinetic[100:350].mean(),
+        kinetic_late=kinetic[350:].mean(),
         last_strain_p95=diag.strain_p95,
     )
-    assert late <= 1.05 * early + 1e-9
+    assert kinetic[350:].mean() < kinetic[100:350].mean()
+    assert strain_p95[350:].max() <= 1.5 * strain_p95[100:350].max()
     # The corners never moved and every vertex is within the tethers' reach of a corner (1.05 x 1.42 m).
     assert np.array_equal(cloth.positions[corners], pos[corners])
     reach = np.linalg.norm(cloth.positions[:, None, :] - pos[None, corners, :], axis=2).min(axis=1)
