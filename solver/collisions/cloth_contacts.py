@@ -5,14 +5,14 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
 (``shared/research/stiff_cloth.md`` sec. 2):
 
 * **Candidates** (:func:`vertex_triangle_candidates`, :func:`edge_edge_candidates`): the pairs
-  closer than ``contact distance + margin`` at the detection positions, found through a hash
-  grid of triangle (edge) boxes; a vertex (edge) queries its box grown by that reach, each
-  thread writes its own rows. A pair found in two cells is kept only in the cell that holds
-  the low corner of the overlap of the two boxes, so no per-thread marks are needed. The list
-  is reused while every vertex stays within ``margin / 2`` of its detection position, up to a
-  common translation (:func:`relative_displacement`): two primitives then moved at most
-  ``margin`` relative to each other, so no pair that was not a candidate can have come into
-  contact (the world re-detects when the bound breaks).
+  that can come within ``contact distance + margin`` while every vertex follows its straight
+  predicted path, found through a hash grid of triangle (edge) boxes swept along the paths; a
+  vertex (edge) queries its swept box grown by that reach, each thread writes its own rows. A
+  pair found in two cells is kept only in the cell that holds the low corner of the overlap of
+  the two boxes, so no per-thread marks are needed. The list is reused while every vertex stays
+  within ``margin / 2`` of its path, up to a common translation (:func:`path_deviation`): no
+  pair that was not a candidate can then have come into contact (the world re-detects when the
+  bound breaks or the window ends).
 * **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
   a candidate is active when its distance at the substep start is below the contact distance
   plus both primitives' travel over the substep. Each pair remembers its **side** (of the
@@ -479,6 +479,38 @@ def _no_path(x, path):
     return np.zeros_like(x) if path is None else np.ascontiguousarray(path, dtype=np.float64)
 
 
+def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell, path):
+    """The pairs a fill kernel finds: the primitives' boxes swept along ``path`` hashed, then
+    one query per row (vertex or edge)."""
+    path = _no_path(x, path)
+    lo = np.empty((prims.shape[0], 3))
+    hi = np.empty((prims.shape[0], 3))
+    swept_boxes(x, path, prims, lo, hi)
+    table, bucket, items = _hash(lo, hi, cell)
+    args = (
+        x,
+        inv_mass,
+        prims,
+        mesh.thickness,
+        float(mesh.thickness.max()),
+        mesh.cloth,
+        mesh.self_ok,
+        mesh.cross_ok,
+        mesh.excl_offsets,
+        mesh.excl,
+        mesh.rest,
+        float(margin),
+        path,
+        lo,
+        hi,
+        1.0 / cell,
+        table,
+        bucket,
+        items,
+    )
+    return _gather(fill, args, rows, 16)
+
+
 def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
     """(vertex, triangle) pairs that come closer than ``d + margin`` (d the pair's contact
     distance) while every vertex moves along its straight ``path`` from x (None: stays at x),
@@ -486,68 +518,14 @@ def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, pat
     switches, not all four vertices pinned; in vertex order. Conservative: a pair is kept when
     its distance at x minus the largest relative path of its four vertices is below the reach
     (the point-triangle distance changes by at most that much)."""
-    nt = mesh.tris.shape[0]
-    path = _no_path(x, path)
-    lo = np.empty((nt, 3))
-    hi = np.empty((nt, 3))
-    swept_boxes(x, path, mesh.tris, lo, hi)
-    table, bucket, items = _hash(lo, hi, cell)
-    args = (
-        x,
-        inv_mass,
-        mesh.tris,
-        mesh.thickness,
-        float(mesh.thickness.max()),
-        mesh.cloth,
-        mesh.self_ok,
-        mesh.cross_ok,
-        mesh.excl_offsets,
-        mesh.excl,
-        mesh.rest,
-        float(margin),
-        path,
-        lo,
-        hi,
-        1.0 / cell,
-        table,
-        bucket,
-        items,
-    )
-    return _gather(_vt_fill, args, x.shape[0], 16)
+    return _candidates(_vt_fill, mesh.tris, x.shape[0], x, inv_mass, mesh, margin, cell, path)
 
 
 def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
     """(edge, edge > it) pairs that come closer than ``d + margin`` along the vertices' paths
     (as :func:`vertex_triangle_candidates`), sharing no vertex, not closer than ``2 d`` in the
     rest shape, allowed, not all pinned; in edge order."""
-    ne = mesh.edges.shape[0]
-    path = _no_path(x, path)
-    lo = np.empty((ne, 3))
-    hi = np.empty((ne, 3))
-    swept_boxes(x, path, mesh.edges, lo, hi)
-    table, bucket, items = _hash(lo, hi, cell)
-    args = (
-        x,
-        inv_mass,
-        mesh.edges,
-        mesh.thickness,
-        float(mesh.thickness.max()),
-        mesh.cloth,
-        mesh.self_ok,
-        mesh.cross_ok,
-        mesh.excl_offsets,
-        mesh.excl,
-        mesh.rest,
-        float(margin),
-        path,
-        lo,
-        hi,
-        1.0 / cell,
-        table,
-        bucket,
-        items,
-    )
-    return _gather(_ee_fill, args, ne, 16)
+    return _candidates(_ee_fill, mesh.edges, mesh.edges.shape[0], x, inv_mass, mesh, margin, cell, path)
 
 
 @njit(**_JIT_PARALLEL)
@@ -604,32 +582,12 @@ def carry_sides(old_keys, old_sides, old_held, new_keys, new_sides, new_held):
 
 
 @njit(**_JIT)
-def relative_displacement(x_a, x_b, x_det):
-    """Largest |(x - x_det) - c| over the vertices of both states, c the centre of the box of all
-    displacements: a bound on half of any two vertices' relative motion since the detection."""
-    n = x_det.shape[0]
-    lo0 = lo1 = lo2 = 1e300
-    hi0 = hi1 = hi2 = -1e300
-    for x in (x_a, x_b):
-        for i in range(n):
-            d0, d1, d2 = x[i, 0] - x_det[i, 0], x[i, 1] - x_det[i, 1], x[i, 2] - x_det[i, 2]
-            lo0, lo1, lo2 = min(lo0, d0), min(lo1, d1), min(lo2, d2)
-            hi0, hi1, hi2 = max(hi0, d0), max(hi1, d1), max(hi2, d2)
-    c0, c1, c2 = 0.5 * (lo0 + hi0), 0.5 * (lo1 + hi1), 0.5 * (lo2 + hi2)
-    worst = 0.0
-    for x in (x_a, x_b):
-        for i in range(n):
-            d0, d1, d2 = x[i, 0] - x_det[i, 0] - c0, x[i, 1] - x_det[i, 1] - c1, x[i, 2] - x_det[i, 2] - c2
-            worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
-    return sqrt(worst)
-
-
-@njit(**_JIT)
 def path_deviation(x_det, step, s0, x_a, x_b):
     """Largest distance of the vertices from where their straight paths put them, up to a common
     translation: x_a is compared with ``x_det + s0 step`` and x_b with ``x_det + (s0 + 1) step``
-    (a substep's start and predicted end, ``s0`` substeps after the detection); the bound, as in
-    :func:`relative_displacement`, on half of any two vertices' relative deviation."""
+    (a substep's start and predicted end, ``s0`` substeps after the detection), after removing
+    the centre of the box of all deviations: a bound on half of any two vertices' relative
+    deviation."""
     n = x_det.shape[0]
     lo0 = lo1 = lo2 = 1e300
     hi0 = hi1 = hi2 = -1e300
