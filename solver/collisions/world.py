@@ -78,7 +78,9 @@ class CollisionWorld:
     ``margin_m``: detection margin (None: twice the largest thickness or half the mean edge,
     whichever is larger). ``count_intersections``: count the triangle pairs (sharing no vertex)
     that cross each other at every frame end (``last_stats["intersections"]``). ``edge_edge``:
-    False keeps the vertex-triangle contacts only (for comparisons).
+    False keeps the vertex-triangle contacts only (for comparisons). ``depenetration_m_s``: how fast
+    a pair that starts a substep overlapping is pushed apart (m/s; the overlap a substep's own
+    motion made is undone at once; see :func:`.cloth_contacts.solve_vertex_triangle`).
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
@@ -95,6 +97,7 @@ class CollisionWorld:
         margin_m: float | None = None,
         count_intersections: bool = False,
         edge_edge: bool = True,
+        depenetration_m_s: float = 0.5,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -119,6 +122,10 @@ class CollisionWorld:
             raise ClothInputError(f"layer_mass_scale must be finite and >= 1, got {layer_mass_scale}")
         if not (isinstance(contact_rounds, (int, np.integer)) and contact_rounds >= 1):
             raise ClothInputError(f"contact_rounds must be an integer >= 1, got {contact_rounds!r}")
+        if not (math.isfinite(depenetration_m_s) and depenetration_m_s >= 0.0):
+            raise ClothInputError(f"depenetration_m_s must be finite and >= 0, got {depenetration_m_s}")
+        self.depenetration_m_s = float(depenetration_m_s)
+        self._depenetration_m = 0.0
         self.layer_mass_scale = float(layer_mass_scale)
         self.contact_rounds = int(contact_rounds)
         self.count_intersections = bool(count_intersections)
@@ -217,7 +224,7 @@ class CollisionWorld:
             ea = eb = np.zeros(0, dtype=np.int64)
         vt_side = np.empty(cv.shape[0])
         cc.initial_vt_sides(x, self.mesh.tris, cv, ct, vt_side)
-        ee_side = np.empty(ea.shape[0])
+        ee_side = np.empty((ea.shape[0], 3))
         cc.initial_ee_sides(x, self.mesh.edges, ea, eb, ee_side)
         vt_keys = cv * self.mesh.tris.shape[0] + ct  # ascending: vertex order, triangles sorted below
         order = np.argsort(vt_keys, kind="stable")
@@ -230,7 +237,9 @@ class CollisionWorld:
         if self._cand is not None:
             cc.carry_sides(self._vt_keys, self._cand.vt_side, self._cand.vt_held, vt_keys, vt_side, vt_held)
             cc.carry_sides(self._ee_keys, self._cand.ee_side, self._cand.ee_held, ee_keys, ee_side, ee_held)
-        self._cand = cc.Candidates(cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held)
+        self._cand = cc.Candidates(
+            cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held, np.zeros(cv.shape[0]), np.zeros(ea.shape[0])
+        )
         self._vt_keys, self._ee_keys = vt_keys, ee_keys
         self._x_det[:] = x
         self._det_step = step
@@ -294,10 +303,12 @@ class CollisionWorld:
                 m.layer,
                 m.friction,
                 self.layer_mass_scale,
+                self._depenetration_m,
                 cand.vt_vertex,
                 cand.vt_triangle,
                 cand.vt_side,
                 cand.vt_held,
+                cand.vt_start,
                 self._vt_rows,
                 self._vt_lam,
             )
@@ -311,10 +322,12 @@ class CollisionWorld:
                 m.layer,
                 m.friction,
                 self.layer_mass_scale,
+                self._depenetration_m,
                 cand.ee_a,
                 cand.ee_b,
                 cand.ee_side,
                 cand.ee_held,
+                cand.ee_start,
                 self._ee_rows,
                 self._ee_lam,
             )
@@ -343,6 +356,7 @@ class CollisionWorld:
 
     def _step_locked(self, targets, frame_dt):
         states = [c._begin_step(t, frame_dt) for c, t in zip(self.cloths, targets)]
+        self._depenetration_m = self.depenetration_m_s * states[0].frame_dt / self.cloths[0].settings.substeps
         self._timings = {}
         self.last_stats = {"detections": 0, "vertex_triangle_active_max": 0, "edge_edge_active_max": 0, "pushes": 0}
         for counts in self.last_pushing_pairs_max.values():
