@@ -1,4 +1,5 @@
-"""Selvedge's scene data: ``Object.selvedge`` and ``Scene.selvedge`` PropertyGroups.
+"""Selvedge's per-object data, ``Object.selvedge`` (cloth and collider settings), and the registration
+of both PropertyGroups (the per-scene ``Scene.selvedge`` is declared in :mod:`.scene_properties`).
 
 Property paths for scripts: ``obj.selvedge.role``, ``obj.selvedge.material_preset``,
 ``obj.selvedge.stretch_stiffness``, ... and ``scene.selvedge.substeps``, ``scene.selvedge.cache_folder``, ...
@@ -9,11 +10,8 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 from bpy.types import PropertyGroup
 
-from .scene_to_solver import BENDING_MODELS, PRESET_NAMES, SOLVE_MODES
-
-# Blender 4.5+ warns when a "//" path is set on a path property that does not declare support for
-# blend-relative paths; 4.2 does not know the option.
-_BLEND_RELATIVE_PATH: set = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+from .scene_properties import SelvedgeSceneSettings
+from .scene_to_solver import BENDING_MODELS, PRESET_NAMES
 
 ROLE_ITEMS = (
     ("NONE", "None", "Not simulated by Selvedge"),
@@ -33,16 +31,6 @@ BENDING_ITEMS = (
         "Isometric when the rest shape is flat (a sewing pattern, a flat sheet), dihedral when it is curved",
     ),
 )
-SOLVE_ITEMS = (
-    ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
-    (
-        "colored",
-        "Coloured Parallel",
-        "Gauss-Seidel on all cores: one mesh block per core, each in serial order, "
-        "then the constraints across the cuts",
-    ),
-    ("jacobi", "Jacobi", "Averaged Jacobi updates on all cores: parallel, needs more iterations"),
-)
 PROXY_ITEMS = (
     ("AUTO", "Auto", "Pick the simplest proxy that fits"),
     ("PLANE", "Plane", "Infinite plane through the object's origin, along its local Z"),
@@ -51,7 +39,7 @@ PROXY_ITEMS = (
     ("BOX", "Box", "Oriented box from the bounds"),
     ("MESH", "Mesh", "The evaluated mesh itself"),
 )
-assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS and tuple(i[0] for i in SOLVE_ITEMS) == SOLVE_MODES
+assert tuple(i[0] for i in BENDING_ITEMS) == BENDING_MODELS
 
 
 def _apply_preset(self, context):
@@ -359,70 +347,6 @@ class SelvedgeObjectSettings(PropertyGroup):
     bake_created_basis: BoolProperty(default=False, options={"HIDDEN"})
     bake_shape_key_animation: StringProperty(
         default="", options={"HIDDEN"}, description="What the shape-key bake added to the animation (JSON)"
-    )
-
-
-class SelvedgeSceneSettings(PropertyGroup):
-    substeps: IntProperty(
-        name="Substeps",
-        description="Solver substeps per frame (the main quality knob)",
-        default=10,
-        min=1,
-        soft_max=100,
-    )
-    iterations: IntProperty(
-        name="Iterations", description="Constraint passes per substep", default=1, min=1, soft_max=20
-    )
-    force_updates_per_frame: IntProperty(
-        name="Field Updates",
-        description="Evaluations of the force fields and aerodynamics per frame, held in between "
-        "(raise for strong Flow, stiff Harmonic fields or light, draggy cloth)",
-        default=1,
-        min=1,
-        soft_max=10,
-    )
-    solve_mode: EnumProperty(
-        name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"
-    )
-    network_mode: EnumProperty(
-        name="Learned Network",
-        description="How the learned network assists the solver",
-        items=(
-            ("OFF", "Off", "Plain XPBD"),
-            (
-                "ACCELERATION",
-                "Acceleration",
-                "Each frame the network predicts a bounded acceleration residual added before integration; "
-                "XPBD then projects (pins, stretch, contacts stay exact)",
-            ),
-            (
-                "RESIDUAL",
-                "Residual",
-                "XPBD runs the frame, the network corrects it toward the expensive teacher budget, "
-                "then a cheap projection runs again",
-            ),
-        ),
-        default="OFF",
-    )
-    layer_mass_scale: FloatProperty(
-        name="Layer Mass Scale",
-        description="In a contact between two cloth layers the inner (lower Layer) one acts this many "
-        "times heavier, so outer layers give way (1: off)",
-        default=4.0,
-        min=1.0,
-        soft_max=20.0,
-    )
-    use_scene_frame_range: BoolProperty(
-        name="Use Scene Frame Range", description="Bake the scene's frame range", default=True
-    )
-    frame_start: IntProperty(name="Start", description="First baked frame (the rest pose)", default=1)
-    frame_end: IntProperty(name="End", description="Last baked frame", default=250)
-    cache_folder: StringProperty(
-        name="Cache Folder",
-        description="Where point caches and sidecars are written",
-        default="//selvedge_cache",
-        subtype="DIR_PATH",
-        options=_BLEND_RELATIVE_PATH,
     )
 
 

@@ -1,20 +1,21 @@
-"""Headless Blender demo (the main job): two cloth layers draped over a rigged body, baked with the Selvedge operators.
+"""Headless Blender demo (the main job): a rigged body dressed in two garments, baked with the Selvedge operators.
 
 Builds the scene from primitives with the ``bpy`` module (no Blender UI): a two-bone rigged
 cylinder torso whose collider is one capsule per bone (``selvedge.fit_capsules_to_bones``), a
 sphere head parented to the upper bone (``selvedge.fit_collider(shape='SPHERE')``), and two
-square sheets pinned by vertex groups at the top of the head, parented to the upper bone so the
-pins follow the animation: the inner ``Cloth`` (layer 0) and a shorter ``Cape`` over it (layer 1,
-``--layers 1`` leaves it out). Both self-collide and collide with each other (one collision
-world). The rig bends and turns while the cloth drapes. Then it bakes with
-``bpy.ops.selvedge.bake_cache()``, saves ``demo.blend`` (Mesh Cache modifier configured, cache
-path relative to the .blend), counts the crossing triangle pairs of the played-back layers at
-every frame with Blender's ``BVHTree.overlap``, renders two PNGs (front and back) with Cycles on
-the CPU and prints a summary (last line: JSON).
+garments, open tubes shaped to the body (``GARMENTS``) and pinned at their necklines, parented to
+the upper bone so the pins follow the animation: a ``Shirt`` over the shoulders down to the hips
+(layer 0) and a ``Cape`` flaring over it (layer 1, ``--layers 1`` leaves it out). Both
+self-collide and collide with each other (one collision world). The rig bends and turns while the
+cloth drapes. Then it bakes with ``bpy.ops.selvedge.bake_cache()``, saves ``demo.blend`` (Mesh
+Cache modifier configured, cache path relative to the .blend), counts the crossing triangle pairs
+of the played-back layers at every frame with Blender's ``BVHTree.overlap`` and the closest any
+cloth vertex comes to the body's capsules and head, renders two PNGs (front and back) with Cycles
+on the CPU and prints a summary (last line: JSON).
 
-Run: ``.venv/bin/python scripts/demo_blender.py [--frames 48] [--resolution 24] [--out out/demo_blender]``
+Run: ``.venv/bin/python scripts/demo_blender.py [--frames 48] [--resolution 32] [--out out/demo_blender]``
 with ``requirements/demo.txt`` installed; or ``blender -b -P scripts/demo_blender.py -- [options]``.
-Outputs in ``--out``: ``demo.blend``, ``Cloth.pc2``, ``Cloth.json`` (sidecar), ``Cape.pc2``, ``Cape.json``,
+Outputs in ``--out``: ``demo.blend``, ``Shirt.pc2``, ``Shirt.json`` (sidecar), ``Cape.pc2``, ``Cape.json``,
 ``preview.png`` (front), ``preview_back.png``.
 """
 
@@ -31,22 +32,33 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
 import bpy
 import numpy as np
+from cloth_checks import cloth_world, crossing_pairs, distance_to_body
 from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
 
-#: The body, in metres (scene unit scale 1).
+#: The body, in metres (scene unit scale 1). The upper bone's capsule ends in a dome of the torso's
+#: radius around SHOULDER_Z: the shoulders the garments hang from.
 TORSO_RADIUS, TORSO_BOTTOM, BONE_LENGTH = 0.15, 0.8, 0.3
+SHOULDER_Z = TORSO_BOTTOM + 2 * BONE_LENGTH
 HEAD_RADIUS, HEAD_Z = 0.1, 1.52
-SHEET_SIZE, SHEET_Z, PIN_RADIUS = 0.9, 1.64, 0.05
-#: The outer layer: a shorter sheet (a capelet over the inner one), this far above it at rest.
-CAPE_SCALE, CAPE_LIFT = 0.7, 0.03
-#: Base colours (RGBA) of the layers: inner light, outer dark red.
-LAYER_COLOURS = ((0.8, 0.8, 0.75, 1.0), (0.45, 0.06, 0.06, 1.0))
+#: The garments, surfaces of revolution around the body's axis, each a profile (radius, height) from
+#: its neckline (pinned) down: an arc over the shoulder dome ``ease`` outside the torso's radius, from
+#: ``neck_deg`` off the vertical (clear of the head) to the horizontal, then straight lines to the hem.
+#: ``around_deg``: the arc it covers around the axis (None: closed all round; the front is -Y).
+#: Inner (layer 0): a tube-like shirt down to the hips; outer (layer 1): a cape over the shoulders
+#: and the back, open at the front, flaring a little.
+GARMENTS = (
+    {"name": "Shirt", "ease": 0.012, "neck_deg": 50.0, "below": ((0.162, 0.9),), "around_deg": None},
+    {"name": "Cape", "ease": 0.035, "neck_deg": 40.0, "below": ((0.26, 0.98),), "around_deg": (-40.0, 220.0)},
+)
+#: Base colours (RGBA): the layers (inner blue, outer dark red) and the body.
+LAYER_COLOURS = ((0.12, 0.25, 0.55, 1.0), (0.45, 0.06, 0.06, 1.0))
+SKIN_COLOUR = (0.8, 0.62, 0.5, 1.0)
 
 
 def build_scene(frames: int, resolution: int, substeps: int, layers: int = 2):
-    """The demo scene in a fresh file; returns (rig, body, head, [cloth, cape])."""
+    """The demo scene in a fresh file; returns (rig, body, head, [shirt, cape])."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if not hasattr(bpy.types.Object, "selvedge"):
         selvedge.register()
@@ -65,27 +77,17 @@ def build_scene(frames: int, resolution: int, substeps: int, layers: int = 2):
     lower = bones.new("Lower")
     lower.head, lower.tail = (0, 0, TORSO_BOTTOM), (0, 0, TORSO_BOTTOM + BONE_LENGTH)
     upper = bones.new("Upper")
-    upper.head, upper.tail = lower.tail, (0, 0, TORSO_BOTTOM + 2 * BONE_LENGTH)
+    upper.head, upper.tail = lower.tail, (0, 0, SHOULDER_Z)
     upper.parent, upper.use_connect = lower, True
     bpy.ops.object.mode_set(mode="OBJECT")
 
     # Torso: an open cylinder skinned to both bones (weights blend around the joint).
     segments, rings = 16, 9
-    z = np.linspace(TORSO_BOTTOM, TORSO_BOTTOM + 2 * BONE_LENGTH, rings)
+    z = np.linspace(TORSO_BOTTOM, SHOULDER_Z, rings)
     a = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
     verts = [(TORSO_RADIUS * math.cos(t), TORSO_RADIUS * math.sin(t), h) for h in z for t in a]
-    faces = [
-        (
-            r * segments + i,
-            r * segments + (i + 1) % segments,
-            (r + 1) * segments + (i + 1) % segments,
-            (r + 1) * segments + i,
-        )
-        for r in range(rings - 1)
-        for i in range(segments)
-    ]
     mesh = bpy.data.meshes.new("Body")
-    mesh.from_pydata(verts, [], faces)
+    mesh.from_pydata(verts, [], _tube_quads(segments, rings, closed=True))
     body = bpy.data.objects.new("Body", mesh)
     collection.objects.link(body)
     body.parent = rig
@@ -104,14 +106,12 @@ def build_scene(frames: int, resolution: int, substeps: int, layers: int = 2):
     head = bpy.context.object
     head.name = "Head"
     _parent_to_bone(head, rig, "Upper")
+    skin = _material("Skin", SKIN_COLOUR)
+    body.data.materials.append(skin)
+    head.data.materials.append(skin)
 
-    # Cloth: square sheets above the head, pinned around their centres, riding on the upper bone.
-    cloths = [
-        _pinned_sheet(name, resolution, size, z, layer, rig)
-        for layer, (name, size, z) in enumerate(
-            (("Cloth", SHEET_SIZE, SHEET_Z), ("Cape", CAPE_SCALE * SHEET_SIZE, SHEET_Z + CAPE_LIFT))[:layers]
-        )
-    ]
+    # Cloth: the garments around the torso, pinned at their necklines, riding on the upper bone.
+    cloths = [_garment(garment, resolution, layer, rig) for layer, garment in enumerate(GARMENTS[:layers])]
 
     # Colliders with the Selvedge operators: capsules from the bones, a sphere fitted to the head.
     bpy.context.view_layer.objects.active = body
@@ -137,19 +137,58 @@ def build_scene(frames: int, resolution: int, substeps: int, layers: int = 2):
     return rig, body, head, cloths
 
 
-def _pinned_sheet(name, resolution, size, z, layer, rig):
-    """A cotton sheet of ``resolution`` x ``resolution`` vertices centred over the head at height
-    ``z``, its middle pinned, on garment layer ``layer``, self-colliding."""
-    bpy.ops.mesh.primitive_grid_add(
-        x_subdivisions=resolution - 1, y_subdivisions=resolution - 1, size=size, calc_uvs=True, location=(0.0, 0.0, z)
+def _tube_quads(segments: int, rings: int, closed: bool) -> list[tuple[int, int, int, int]]:
+    """Quads of a tube of ``rings`` rings of ``segments`` vertices (ring-major), open at both ends;
+    ``closed``: the last vertex of a ring joins the first (else the tube is slit along its length)."""
+    return [
+        (
+            r * segments + i,
+            r * segments + (i + 1) % segments,
+            (r + 1) * segments + (i + 1) % segments,
+            (r + 1) * segments + i,
+        )
+        for r in range(rings - 1)
+        for i in range(segments if closed else segments - 1)
+    ]
+
+
+def garment_profile(garment: dict, segments: int) -> np.ndarray:
+    """(rings, 2) radius and height of each ring of ``garment``, neckline first, spaced along the
+    profile about as far apart as its vertices around the body (near-square quads)."""
+    radius = TORSO_RADIUS + garment["ease"]
+    arc = np.radians(np.linspace(garment["neck_deg"], 90.0, 64))
+    points = np.vstack(
+        [np.column_stack((radius * np.sin(arc), SHOULDER_Z + radius * np.cos(arc))), np.array(garment["below"])]
     )
-    cloth = bpy.context.object
-    cloth.name = name
-    co = np.empty(3 * len(cloth.data.vertices))
-    cloth.data.vertices.foreach_get("co", co)
-    r = np.hypot(co[0::3], co[1::3])
-    centre = np.flatnonzero(r <= max(PIN_RADIUS, float(r.min()) + 1e-6)).tolist()  # at least the middle ones
-    cloth.vertex_groups.new(name="Pins").add(centre, 1.0, "REPLACE")
+    along = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(points, axis=0), axis=1))))
+    rings = max(3, round(along[-1] / (2 * np.pi * radius / segments)) + 1)
+    s = np.linspace(0.0, along[-1], rings)
+    return np.column_stack((np.interp(s, along, points[:, 0]), np.interp(s, along, points[:, 1])))
+
+
+def _garment(garment: dict, segments: int, layer: int, rig):
+    """A cotton garment of ``segments`` vertices around (``garment_profile``), its neckline ring pinned,
+    on garment layer ``layer``, self-colliding; U runs around it (warp), V down (weft)."""
+    profile = garment_profile(garment, segments)
+    closed = garment["around_deg"] is None
+    if closed:
+        a = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
+    else:
+        a = np.radians(np.linspace(*garment["around_deg"], segments))
+    verts = [(r * math.cos(t), r * math.sin(t), h) for r, h in profile for t in a]
+    faces = _tube_quads(segments, len(profile), closed)
+    mesh = bpy.data.meshes.new(garment["name"])
+    mesh.from_pydata(verts, [], faces)
+    uv = mesh.uv_layers.new(name="UVMap").data
+    corners = ((0, 0), (1, 0), (1, 1), (0, 1))  # a quad's corners in (around, down) steps
+    columns = segments if closed else segments - 1
+    for k, face in enumerate(mesh.polygons):
+        r, i = divmod(k, columns)
+        for loop, (du, dv) in zip(face.loop_indices, corners):
+            uv[loop].uv = ((i + du) / columns, 1.0 - (r + dv) / (len(profile) - 1))
+    cloth = bpy.data.objects.new(garment["name"], mesh)
+    bpy.context.scene.collection.objects.link(cloth)
+    cloth.vertex_groups.new(name="Pins").add(list(range(segments)), 1.0, "REPLACE")
     _parent_to_bone(cloth, rig, "Upper")
     s = cloth.selvedge
     s.role = "CLOTH"
@@ -157,14 +196,20 @@ def _pinned_sheet(name, resolution, size, z, layer, rig):
     s.pin_group = "Pins"
     s.collision_layer = layer
     s.use_self_collision = True
-    material = bpy.data.materials.new(name)  # a colour per layer, so the renders tell them apart
+    # a colour per layer, so the renders tell them apart
+    cloth.data.materials.append(_material(garment["name"], LAYER_COLOURS[layer % len(LAYER_COLOURS)]))
+    return cloth
+
+
+def _material(name: str, colour) -> bpy.types.Material:
+    """A Principled BSDF material of base colour ``colour`` (RGBA)."""
+    material = bpy.data.materials.new(name)
     if bpy.app.version < (5, 0, 0):  # node materials by default from 5.0 (the switch goes in 6.0)
         material.use_nodes = True
     bsdf = material.node_tree.nodes.get("Principled BSDF") if material.node_tree else None
     if bsdf is not None:
-        bsdf.inputs["Base Color"].default_value = LAYER_COLOURS[layer % len(LAYER_COLOURS)]
-    cloth.data.materials.append(material)
-    return cloth
+        bsdf.inputs["Base Color"].default_value = colour
+    return material
 
 
 def _parent_to_bone(obj, rig, bone):
@@ -181,12 +226,12 @@ def _ok(result, what):
 
 
 #: Where the two renders look from (front, back), at the chest.
-CAMERA_LOCATIONS = ((1.6, -2.4, 1.7), (-1.6, 2.4, 1.7))
+CAMERA_LOCATIONS = ((1.0, -1.7, 1.45), (-1.0, 1.7, 1.45))
 
 
 def place_camera(cam, location) -> None:
     cam.location = location
-    cam.rotation_euler = _look_rotation(np.array([0.0, 0.0, 1.2]) - np.array(location))
+    cam.rotation_euler = _look_rotation(np.array([0.0, 0.0, 1.18]) - np.array(location))
 
 
 def add_camera_and_light(scene, width: int, height: int, samples: int, path: Path):
@@ -236,57 +281,17 @@ def capsules_and_sphere(rig, head, depsgraph):
     return shapes
 
 
-def distance_to_body(points, shapes):
-    """Smallest distance from each point to the surface of the capsules/sphere (negative: inside)."""
-    best = np.full(points.shape[0], np.inf)
-    for a, b, radius in shapes:
-        ab = b - a
-        t = np.clip(np.einsum("ij,j->i", points - a, ab) / max(float(ab @ ab), 1e-300), 0.0, 1.0)
-        best = np.minimum(best, np.linalg.norm(points - (a + t[:, None] * ab), axis=1) - radius)
-    return best
-
-
-def crossing_pairs(cloths, depsgraph) -> int:
-    """Triangle pairs of the played-back cloths that cross (Blender's ``BVHTree.overlap`` on the loop
-    triangles): between two layers, and within a layer for triangles sharing no vertex."""
-    from mathutils.bvhtree import BVHTree
-
-    trees, tris = [], []
-    for obj in cloths:
-        obj.data.calc_loop_triangles()
-        t = [tuple(lt.vertices) for lt in obj.data.loop_triangles]
-        trees.append(BVHTree.FromPolygons([tuple(p) for p in cloth_world(obj, depsgraph)], t, all_triangles=True))
-        tris.append(t)
-    count = 0
-    for i, (tree, t) in enumerate(zip(trees, tris)):
-        count += sum(1 for a, b in tree.overlap(tree) if a < b and not set(t[a]) & set(t[b]))
-        count += sum(len(tree.overlap(other)) for other in trees[i + 1 :])
-    return count
-
-
-def cloth_world(obj, depsgraph):
-    obj_eval = obj.evaluated_get(depsgraph)
-    mesh = obj_eval.to_mesh()
-    try:
-        co = np.empty(3 * len(mesh.vertices), dtype=np.float32)
-        mesh.vertices.foreach_get("co", co)
-    finally:
-        obj_eval.to_mesh_clear()
-    m = np.array(obj_eval.matrix_world)
-    return co.reshape(-1, 3).astype(np.float64) @ m[:3, :3].T + m[:3, 3]
-
-
 def main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=48, help="simulated frames (default 48)")
-    parser.add_argument("--resolution", type=int, default=24, help="sheet vertices per side (default 24)")
+    parser.add_argument("--resolution", type=int, default=32, help="garment vertices around the body (default 32)")
     parser.add_argument("--substeps", type=int, default=20, help="solver substeps per frame (default 20)")
     parser.add_argument("--width", type=int, default=320, help="preview width in pixels (default 320)")
     parser.add_argument("--height", type=int, default=240, help="preview height in pixels (default 240)")
     parser.add_argument("--samples", type=int, default=8, help="Cycles samples (default 8)")
-    parser.add_argument("--layers", type=int, choices=(1, 2), default=2, help="cloth layers (default 2: Cloth, Cape)")
+    parser.add_argument("--layers", type=int, choices=(1, 2), default=2, help="cloth layers (default 2: Shirt, Cape)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "out" / "demo_blender", help="output folder (default out/demo_blender)"
     )
@@ -363,7 +368,7 @@ def main(argv=None) -> int:
     }
     print(
         f"Selvedge demo: {args.frames} frames of {len(cloths)} layer(s) ({', '.join(summary['layers'])}, "
-        f"{summary['vertices']} vertices each) on a rigged body, "
+        f"{'+'.join(map(str, summary['layer_vertices']))} vertices) on a rigged body, "
         f"{solver_ms:.1f} ms/frame in the solver ({bake_s:.1f} s for the whole bake), "
         f"max strain {100 * strain_max:.2f}%, closest approach to the body {1e3 * closest:.2f} mm, "
         f"crossing triangle pairs {max(crossings)} at most in a frame (BVHTree.overlap), render {render_s:.1f} s"

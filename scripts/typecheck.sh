@@ -3,7 +3,7 @@
 # Blender 5.0 API (sets up .venvtypes from requirements/typecheck.txt on first use). The settings are
 # pyproject.toml's [tool.pyright]. Selvedge's own registered properties (obj.selvedge, scene.selvedge)
 # are declared on a copy of the stubs in .typings/ by scripts/typecheck_stubs.py, typed by the
-# PropertyGroup classes of operators/properties.py.
+# PropertyGroup classes of operators/properties.py and operators/scene_properties.py.
 #
 #   scripts/typecheck.sh                  # the check CI runs (scripts/test.sh): see the ratchet below
 #   scripts/typecheck.sh operators/bake   # pyright's own report on some files (exit status: pyright's)

@@ -1,12 +1,13 @@
 """Write ``.typings/bpy``: fake-bpy-module's stubs plus the properties Selvedge registers on Blender's types.
 
-``register()`` adds ``Object.selvedge``, ``Scene.selvedge`` (PropertyGroups, operators/properties.py)
-and two ``WindowManager`` properties at run time; no static checker can see that. This copies the
-``bpy-stubs`` package of the type-check venv to ``.typings/bpy`` (pyproject.toml's
-``[tool.pyright] stubPath``, ahead of installed stubs) and declares those attributes in the copied
-classes, typed by the PropertyGroup classes themselves, so ``obj.selvedge.role`` is checked
-against the declarations in operators/properties.py. Run by scripts/typecheck.sh; ``.typings/``
-is ignored by git and by the extension build.
+``register()`` adds ``Object.selvedge``, ``Scene.selvedge`` (PropertyGroups, operators/properties.py
+and operators/scene_properties.py) and two ``WindowManager`` properties at run time; no static
+checker can see that. This copies the ``bpy-stubs`` package of the type-check venv to
+``.typings/bpy`` (pyproject.toml's ``[tool.pyright] stubPath``, ahead of installed stubs) and
+declares those attributes in the copied classes, typed by the PropertyGroup classes themselves, so
+``obj.selvedge.role`` is checked against the declarations in operators/properties.py and
+``scene.selvedge.substeps`` against operators/scene_properties.py. Run by scripts/typecheck.sh;
+``.typings/`` is ignored by git and by the extension build.
 """
 
 import shutil
@@ -18,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: class in bpy.types -> attribute declarations added to it (as register() adds them).
 ADDED = {
     "Object": ["selvedge: _selvedge_properties.SelvedgeObjectSettings"],
-    "Scene": ["selvedge: _selvedge_properties.SelvedgeSceneSettings"],
+    "Scene": ["selvedge: _selvedge_scene_properties.SelvedgeSceneSettings"],
     "WindowManager": ["selvedge_preview_on_cancel: str", "selvedge_overlay_red_strain: float"],
 }
 IMPORT = (
     "import builtins\n"
     "from operators import properties as _selvedge_properties  # Selvedge's registered PropertyGroups\n"
+    "from operators import scene_properties as _selvedge_scene_properties\n"
 )
 
 

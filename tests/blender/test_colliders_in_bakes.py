@@ -529,17 +529,20 @@ def test_demo_blender_writes_a_blend_cache_and_preview_that_agree(tmp_path, caps
     paths = {k: Path(summary[k]) for k in ("blend", "pc2", "sidecar", "png")}
     assert paths == {
         "blend": tmp_path / "demo.blend",
-        "pc2": tmp_path / "Cloth.pc2",
-        "sidecar": tmp_path / "Cloth.json",
+        "pc2": tmp_path / "Shirt.pc2",
+        "sidecar": tmp_path / "Shirt.json",
         "png": tmp_path / "preview.png",
     }
     sidecar = json.loads(paths["sidecar"].read_text())
-    assert (summary["frames"], len(sidecar["frames"]), summary["vertices"]) == (frames, frames, 100)
+    # the garments: 10 vertices around, rings about as far apart along the profile as around
+    rings = [len(demo.garment_profile(g, 10)) for g in demo.GARMENTS]
+    shirt_vertices = 10 * rings[0]
+    assert (summary["frames"], len(sidecar["frames"]), summary["vertices"]) == (frames, frames, shirt_vertices)
     assert summary["strain_max"] == max(f["strain_max"] for f in sidecar["frames"])
     assert summary["ms_per_frame"] > 0
     # two layers in one collision world, which touch and (by BVHTree.overlap in the demo) never cross
-    assert summary["layers"] == ["Cloth", "Cape"] and summary["layer_vertices"] == [100, 100]
-    assert sidecar["settings"]["collision_world"]["objects"] == ["Cape", "Cloth"]  # (bake order: by name)
+    assert summary["layers"] == ["Shirt", "Cape"] and summary["layer_vertices"] == [10 * n for n in rings]
+    assert sidecar["settings"]["collision_world"]["objects"] == ["Cape", "Shirt"]  # (bake order: by name)
     assert summary["crossing_pairs_max"] == 0
     assert summary["cloth_cloth_contacts_max"] > 0
 
@@ -554,14 +557,14 @@ def test_demo_blender_writes_a_blend_cache_and_preview_that_agree(tmp_path, caps
 
     # the saved .blend plays the PC2 back through its Mesh Cache modifier, relative to the file
     cache, header = read_pc2(paths["pc2"])
-    assert (header.num_samples, header.num_points) == (frames + 1, 100)
+    assert (header.num_samples, header.num_points) == (frames + 1, shirt_vertices)
     bpy.ops.wm.open_mainfile(filepath=str(paths["blend"]))
     scene = bpy.context.scene
-    cloth, rig, head = (bpy.data.objects[n] for n in ("Cloth", "Rig", "Head"))
+    cloth, rig, head = (bpy.data.objects[n] for n in ("Shirt", "Rig", "Head"))
     assert scene.frame_current == scene.frame_end == 1 + frames
     g = cloth.selvedge.thickness_m + bpy.data.objects["Body"].selvedge.collider_thickness_m
     closest = []
-    for layer in ("Cloth", "Cape"):
+    for layer in ("Shirt", "Cape"):
         obj = bpy.data.objects[layer]
         (mod,) = obj.modifiers
         assert (mod.type, mod.filepath, mod.cache_format) == ("MESH_CACHE", f"//{layer}.pc2", "PC2")
