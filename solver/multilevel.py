@@ -302,21 +302,28 @@ def snapshot_range(x, x_snapshot, snapshot, first, stop):
             x_snapshot[v, d] = x[v, d]
 
 
+@njit(inline="always", **_JIT)
+def _parents_displacement(x, x_snapshot, hz, c):
+    """Child ``c``'s parents' weighted displacement since the snapshot (its prolongation)."""
+    mx = 0.0
+    my = 0.0
+    mz = 0.0
+    for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
+        p = hz.parents[e]
+        w = hz.parent_weight[e]
+        mx += w * (x[p, 0] - x_snapshot[p, 0])
+        my += w * (x[p, 1] - x_snapshot[p, 1])
+        mz += w * (x[p, 2] - x_snapshot[p, 2])
+    return mx, my, mz
+
+
 @njit(**_JIT)
 def prolong_range(x, x_snapshot, hierarchy, first, stop):
     """Move children ``first:stop`` by their parents' weighted displacement since the snapshot."""
     hz = hierarchy
     for c in range(first, stop):
         i = hz.children[c]
-        mx = 0.0
-        my = 0.0
-        mz = 0.0
-        for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
-            p = hz.parents[e]
-            w = hz.parent_weight[e]
-            mx += w * (x[p, 0] - x_snapshot[p, 0])
-            my += w * (x[p, 1] - x_snapshot[p, 1])
-            mz += w * (x[p, 2] - x_snapshot[p, 2])
+        mx, my, mz = _parents_displacement(x, x_snapshot, hz, c)
         x[i, 0] += mx
         x[i, 1] += my
         x[i, 2] += mz
@@ -459,15 +466,7 @@ def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal):
         )
         for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
             i = hz.children[c]
-            mx = 0.0
-            my = 0.0
-            mz = 0.0
-            for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
-                p = hz.parents[e]
-                w = hz.parent_weight[e]
-                mx += w * (x[p, 0] - x_snapshot[p, 0])
-                my += w * (x[p, 1] - x_snapshot[p, 1])
-                mz += w * (x[p, 2] - x_snapshot[p, 2])
+            mx, my, mz = _parents_displacement(x, x_snapshot, hz, c)
             inward = mx * normal[i, 0] + my * normal[i, 1] + mz * normal[i, 2]
             if inward < 0.0:
                 mx -= inward * normal[i, 0]

@@ -27,11 +27,10 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit(k, x, inv_mass, vertices, max_length):
-    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring).
-
-    Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
-    """
+def _violation(k, x, inv_mass, vertices, max_length):
+    """Pair k's ends, separation and masses, and whether it is longer than ``max_length[k]`` with
+    a movable end: ``(violating, i, j, dx, dy, dz, length, limit, wi, wj, w)`` (``length`` only
+    computed for a violating pair)."""
     i = vertices[k, 0]
     j = vertices[k, 1]
     dx = x[i, 0] - x[j, 0]
@@ -39,14 +38,17 @@ def solve_strain_limit(k, x, inv_mass, vertices, max_length):
     dz = x[i, 2] - x[j, 2]
     length_sq = dx * dx + dy * dy + dz * dz
     limit = max_length[k]
-    if length_sq <= limit * limit:
-        return 0
     wi = inv_mass[i]
     wj = inv_mass[j]
     w = wi + wj
-    if w <= 0.0:
-        return 0
-    length = sqrt(length_sq)
+    if length_sq <= limit * limit or w <= 0.0:
+        return False, i, j, dx, dy, dz, 0.0, limit, wi, wj, w
+    return True, i, j, dx, dy, dz, sqrt(length_sq), limit, wi, wj, w
+
+
+@njit(inline="always", **_JIT)
+def _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w):
+    """The mass-weighted projection of a violating pair back onto ``limit`` (module docstring)."""
     s = (length - limit) / (length * w)
     x[i, 0] -= wi * s * dx
     x[i, 1] -= wi * s * dy
@@ -54,6 +56,18 @@ def solve_strain_limit(k, x, inv_mass, vertices, max_length):
     x[j, 0] += wj * s * dx
     x[j, 1] += wj * s * dy
     x[j, 2] += wj * s * dz
+
+
+@njit(inline="always", **_JIT)
+def solve_strain_limit(k, x, inv_mass, vertices, max_length):
+    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring).
+
+    Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
+    """
+    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length)
+    if not violating:
+        return 0
+    _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w)
     return 1
 
 
@@ -64,32 +78,14 @@ def solve_strain_limit_contacts(k, x, inv_mass, vertices, max_length, normal):
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
-    i = vertices[k, 0]
-    j = vertices[k, 1]
-    dx = x[i, 0] - x[j, 0]
-    dy = x[i, 1] - x[j, 1]
-    dz = x[i, 2] - x[j, 2]
-    length_sq = dx * dx + dy * dy + dz * dz
-    limit = max_length[k]
-    if length_sq <= limit * limit:
+    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length)
+    if not violating:
         return 0
-    wi = inv_mass[i]
-    wj = inv_mass[j]
-    w = wi + wj
-    if w <= 0.0:
-        return 0
-    length = sqrt(length_sq)
     # i moves along -d, j along +d; a contact normal against that direction is "inward"
     ni = -(normal[i, 0] * dx + normal[i, 1] * dy + normal[i, 2] * dz)
     nj = normal[j, 0] * dx + normal[j, 1] * dy + normal[j, 2] * dz
     if ni >= 0.0 and nj >= 0.0:  # neither is pressed into a contact: the plain projection
-        s = (length - limit) / (length * w)
-        x[i, 0] -= wi * s * dx
-        x[i, 1] -= wi * s * dy
-        x[i, 2] -= wi * s * dz
-        x[j, 0] += wj * s * dx
-        x[j, 1] += wj * s * dy
-        x[j, 2] += wj * s * dz
+        _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w)
         return 1
     inv_length = 1.0 / length
     d0, d1, d2 = dx * inv_length, dy * inv_length, dz * inv_length
