@@ -150,6 +150,7 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
 
     from selvedge import solver
     from selvedge.operators import scene_to_solver as s2s
+    from selvedge.operators.bake.scene_read import has_polygons
 
     scene = bpy.context.scene
     mesh = obj.data
@@ -174,7 +175,7 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
         world[first] * unit,
         tris,
         material=s2s.material_from_settings(obj.selvedge),
-        options=s2s.options_from_settings(obj.selvedge),
+        options=s2s.options_from_settings(obj.selvedge, has_polygons(obj)),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
         pin_weights=pins,
         uvs=uvs,

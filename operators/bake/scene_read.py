@@ -178,6 +178,14 @@ def read_topology(obj) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None
     return triangles.reshape(t, 3), uvs, pins, weight_maps, warnings
 
 
+def has_polygons(obj) -> bool:
+    """Whether the mesh has quads or n-gons (the solver gets Blender's loop triangles of them)."""
+    mesh = obj.data
+    totals = np.empty(len(mesh.polygons), dtype=np.int32)
+    mesh.polygons.foreach_get("loop_total", totals)
+    return bool((totals > 3).any())
+
+
 class EvaluatedReader:
     """Reads an object's evaluated vertex positions in world space with one ``foreach_get``."""
 

@@ -31,7 +31,14 @@ from ..scene_to_solver import (
 from .cloth_world import BakeWorld, uses_particle_self_collision, world_members
 from .colliders import collider_objects, proxy_kind, read_colliders
 from .fields import group_weights, loose_edge_pairs, read_force_fields, scene_gravity
-from .scene_read import EvaluatedReader, baked_shape_key_names, cloth_objects, read_topology, to_object_space
+from .scene_read import (
+    EvaluatedReader,
+    baked_shape_key_names,
+    cloth_objects,
+    has_polygons,
+    read_topology,
+    to_object_space,
+)
 
 if TYPE_CHECKING:  # imported when a bake starts (Numba loads with the solver)
     from ...models.coupling import LearnedCoupling
@@ -118,7 +125,7 @@ class Simulation:
                 reader = EvaluatedReader(obj)
                 rest, matrix = reader.world_positions(depsgraph)
                 material = material_from_settings(obj.selvedge)
-                options = options_from_settings(obj.selvedge)
+                options = options_from_settings(obj.selvedge, has_polygons(obj))
                 s = obj.selvedge
                 settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
                 fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)
