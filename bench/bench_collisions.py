@@ -194,7 +194,7 @@ CASES = {
 WORLD_KEYS = ("cloth_contacts_detection", "cloth_contacts_narrow_phase", "cloth_contacts_solve")
 
 
-def run_world_case(name, grid, frames, settle, substeps, warmup=6):
+def run_world_case(name, grid, frames, settle, substeps, warmup=6, partial=True):
     """The body-mesh case with self-collision through a :class:`CollisionWorld` (vertex-triangle
     and edge-edge contacts, candidates reused across substeps): the cloth-contact time against
     the elastic solve of the same frames."""
@@ -203,6 +203,7 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6):
     contacts = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
     cloth = Cloth(pos, faces, settings=SolverSettings(substeps=substeps), contact_handler=contacts)
     world = CollisionWorld([cloth])
+    world.partial_detection = partial
     rows = []
     for phase, skip, count in (("drop", warmup, frames), ("draped", settle, frames)):
         sums: dict[str, float] = {}
@@ -211,11 +212,16 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6):
             if f >= skip:
                 for k, v in list(diag.timings_ms.items()) + list(world.last_timings_ms.items()):
                     sums[k] = sums.get(k, 0.0) + v
+                for k in ("detections", "partial_detections"):
+                    sums[k] = sums.get(k, 0.0) + world.last_stats[k]
         mean = {k: v / count for k, v in sums.items()}
         elastic = sum(
             v
             for k, v in mean.items()
-            if k not in NOT_ELASTIC and k not in WORLD_KEYS and k not in ("world_total", "intersection_count")
+            if k not in NOT_ELASTIC
+            and k not in WORLD_KEYS
+            and k not in ("world_total", "intersection_count", "detections", "partial_detections")
+            and not k.startswith("world_")  # the world's phases, copied into each cloth's timings
         )
         row = {
             "case": name,
@@ -224,12 +230,15 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6):
             "substeps": substeps,
             "frames": count,
             "self_collision": "world",
+            "partial_detection": partial,
         }
         row.update({f"{k}_ms": round(mean.get(k, 0.0), 3) for k in CONTACT_KEYS + WORLD_KEYS})
         row["cloth_contacts_total_ms"] = round(sum(mean.get(k, 0.0) for k in WORLD_KEYS), 3)
         row["elastic_solve_ms"] = round(elastic, 3)
         row["cloth_contacts_over_elastic"] = round(row["cloth_contacts_total_ms"] / elastic, 3)
         row["frame_total_ms"] = round(mean.get("world_total", 0.0), 3)
+        row["detections_per_frame"] = round(mean.get("detections", 0.0), 2)
+        row["partial_detections_per_frame"] = round(mean.get("partial_detections", 0.0), 2)
         row.update(
             {
                 k: world.last_stats[k]
@@ -260,7 +269,7 @@ def tube_mesh(around, rows, rx, ry, z0, z1, centre=(0.0, 0.0)):
     return pos, np.array(faces, dtype=np.int64)
 
 
-def run_layers_case(frames, substeps, layers, warmup=4):
+def run_layers_case(frames, substeps, layers, warmup=4, partial=True):
     """Garments (~5k-vertex tubes around the body, pinned at their top ring) on the body mesh
     swaying 2 cm each side: ``layers = 1`` is one garment without self-collision (plain Cloth),
     2 two layered garments in one CollisionWorld (self and cloth-cloth contacts). Frame ms."""
@@ -275,8 +284,11 @@ def run_layers_case(frames, substeps, layers, warmup=4):
         )
         handlers.append(handler)
     world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(layers)]) if layers > 1 else None
+    if world is not None:
+        world.partial_detection = partial
     pinned = [c.rest_positions[c.pinned_vertices] for c in cloths]
     wall = 0.0
+    phases: dict[str, float] = {}
     for f in range(warmup + frames):
         shift = np.array([0.02 * np.sin(2.0 * np.pi * (f + 1) / 48.0), 0.0, 0.0])
         for h in handlers:
@@ -289,6 +301,11 @@ def run_layers_case(frames, substeps, layers, warmup=4):
             world.step(targets)
         if f >= warmup:
             wall += time.perf_counter() - t0
+            if world is not None:
+                for k in WORLD_KEYS:
+                    phases[k] = phases.get(k, 0.0) + world.last_timings_ms.get(k, 0.0)
+                for k in ("detections", "partial_detections"):
+                    phases[k] = phases.get(k, 0.0) + world.last_stats[k]
     row = {
         "case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
         "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)),
@@ -297,7 +314,21 @@ def run_layers_case(frames, substeps, layers, warmup=4):
         "wall_ms_per_frame": round(1e3 * wall / frames, 3),
     }
     if world is not None:
-        row.update({k: world.last_stats[k] for k in ("vertex_triangle_candidates", "edge_edge_candidates")})
+        row["partial_detection"] = partial
+        row.update(
+            {(f"{k}_per_frame" if "detections" in k else f"{k}_ms"): round(v / frames, 3) for k, v in phases.items()}
+        )
+        row.update(
+            {
+                k: world.last_stats[k]
+                for k in (
+                    "vertex_triangle_candidates",
+                    "edge_edge_candidates",
+                    "vertex_triangle_active_max",
+                    "edge_edge_active_max",
+                )
+            }
+        )
     print(json.dumps(row), flush=True)
     return row
 
@@ -330,6 +361,9 @@ def main(argv=None):
         action="store_true",
         help="only the collision-world cases: self-collision through the world next to the "
         "old self-collision on the body mesh, and two layered garments against one",
+    )
+    parser.add_argument(
+        "--no-old", action="store_true", help="with --world: skip the old self-collision (Colliders + SelfCollision)"
     )
     parser.add_argument(
         "--repeat",
@@ -380,33 +414,47 @@ def write_docs_table(rows, argv) -> None:
 
 
 def world_cases(args):
-    """Interleaved repeats of: the old self-collision (Colliders + SelfCollision), the world's
-    self-collision, one garment alone, two layered garments; one summary line per comparison."""
+    """Interleaved repeats of: the old self-collision (Colliders + SelfCollision; skipped with
+    ``--no-old``), the world's self-collision with whole-list and with partial re-detection, one
+    garment alone, two layered garments (both detections); one summary line per comparison."""
     run_world_case("warm", 16, 2, 1, args.substeps, warmup=1)
     run_layers_case(1, args.substeps, 2, warmup=1)
     ratios, layer_ratios = [], []
     for repeat in range(args.repeat):
-        old = run_case(
-            "body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True
-        )
-        new = run_world_case("body_mesh_5k_world_self_collision", args.grid, args.frames, args.settle, args.substeps)
-        for o, n in zip(old, new):
-            ratios.append(
-                {
-                    "phase": n["phase"],
-                    "old_contacts_over_elastic": round((o["contacts_total_ms"]) / o["elastic_solve_ms"], 2),
-                    "world_cloth_contacts_over_elastic": n["cloth_contacts_over_elastic"],
-                }
+        old = (
+            []
+            if args.no_old
+            else run_case(
+                "body_mesh_5k_self_collision", args.grid, args.frames, args.settle, args.substeps, self_collision=True
             )
+        )
+        new = {
+            partial: run_world_case(
+                "body_mesh_5k_world_self_collision", args.grid, args.frames, args.settle, args.substeps, partial=partial
+            )
+            for partial in (False, True)
+        }
+        for k, (whole, part) in enumerate(zip(new[False], new[True])):
+            line = {
+                "phase": part["phase"],
+                "whole_list_cloth_contacts_over_elastic": whole["cloth_contacts_over_elastic"],
+                "partial_cloth_contacts_over_elastic": part["cloth_contacts_over_elastic"],
+                "partial_over_whole_cloth_contacts": round(
+                    part["cloth_contacts_total_ms"] / whole["cloth_contacts_total_ms"], 3
+                ),
+            }
+            if old:
+                line["old_contacts_over_elastic"] = round(old[k]["contacts_total_ms"] / old[k]["elastic_solve_ms"], 2)
+            ratios.append(line)
         one = run_layers_case(args.frames, args.substeps, 1)
-        two = run_layers_case(args.frames, args.substeps, 2)
-        layer_ratios.append(two["wall_ms_per_frame"] / one["wall_ms_per_frame"])
+        two = {partial: run_layers_case(args.frames, args.substeps, 2, partial=partial) for partial in (False, True)}
+        layer_ratios.append({str(p): round(two[p]["wall_ms_per_frame"] / one["wall_ms_per_frame"], 2) for p in two})
     print(
         json.dumps(
             {
                 "summary": True,
                 "self_collision_ratios": ratios,
-                "two_layers_over_one_garment": [round(r, 2) for r in layer_ratios],
+                "two_layers_over_one_garment_partial_false_true": layer_ratios,
             }
         ),
         flush=True,

@@ -10,7 +10,7 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
   vertex (edge) queries its swept box grown by that reach, each thread writes its own rows. A
   pair found in two cells is kept only in the cell that holds the low corner of the overlap of
   the two boxes, so no per-thread marks are needed. The list is reused while every vertex stays
-  within ``margin / 2`` of its path, up to a common translation (:func:`path_deviation`): no
+  within ``margin / 2`` of its path, up to a common translation (:func:`path_deviations`): no
   pair that was not a candidate can then have come into contact (the world re-detects when the
   bound breaks or the window ends).
 * **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
@@ -265,12 +265,13 @@ def _vt_fill(
     table_size,
     bucket_start,
     items,
+    rows,
     out_t,
     out_n,
 ):
-    n = x.shape[0]
     cap = out_t.shape[1]
-    for i in prange(n):
+    for r in prange(rows.shape[0]):
+        i = rows[r]
         ql = np.empty(3)
         qh = np.empty(3)
         reach = 0.5 * (thickness[i] + t_max) + margin  # >= the pair's contact distance + margin
@@ -286,7 +287,7 @@ def _vt_fill(
             and abs(ql[2]) < 1e6
             and abs(qh[2]) < 1e6
         ):
-            out_n[i] = 0
+            out_n[r] = 0
             continue
         i0 = int(math.floor(ql[0] * inv))
         j0 = int(math.floor(ql[1] * inv))
@@ -362,9 +363,9 @@ def _vt_fill(
                             if rest_dist < 2.0 * d_pair:
                                 continue  # closer than the gap in the rest shape: the rest shape wins
                         if count < cap:
-                            out_t[i, count] = t
+                            out_t[r, count] = t
                         count += 1
-        out_n[i] = count
+        out_n[r] = count
 
 
 @njit(**_JIT_PARALLEL)
@@ -388,12 +389,13 @@ def _ee_fill(
     table_size,
     bucket_start,
     items,
+    rows,
     out_e,
     out_n,
 ):
-    ne = edges.shape[0]
     cap = out_e.shape[1]
-    for e in prange(ne):
+    for r in prange(rows.shape[0]):
+        e = rows[r]
         a, b = edges[e, 0], edges[e, 1]
         ql = np.empty(3)
         qh = np.empty(3)
@@ -410,7 +412,7 @@ def _ee_fill(
             and abs(ql[2]) < 1e6
             and abs(qh[2]) < 1e6
         ):
-            out_n[e] = 0
+            out_n[r] = 0
             continue
         i0 = int(math.floor(ql[0] * inv))
         j0 = int(math.floor(ql[1] * inv))
@@ -452,34 +454,40 @@ def _ee_fill(
                             if sqrt(g0 * g0 + g1 * g1 + g2 * g2) < 2.0 * d_pair:
                                 continue
                         if count < cap:
-                            out_e[e, count] = f
+                            out_e[r, count] = f
                         count += 1
-        out_n[e] = count
+        out_n[r] = count
 
 
 def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
 
 
-def _hash(lo, hi, cell):
+def _hash(lo, hi, cell, subset=None):
+    """Hash grid of the boxes (of the primitives ``subset`` only, if given); items are primitive numbers."""
     from .hash_grid import hash_boxes
 
-    table = _next_pow2(2 * lo.shape[0])
-    bucket, items = hash_boxes(lo, hi, cell, table, 32)
-    return table, bucket, items
+    if subset is None:
+        table = _next_pow2(2 * lo.shape[0])
+        bucket, items = hash_boxes(lo, hi, cell, table, 32)
+        return table, bucket, items
+    table = _next_pow2(2 * max(1, subset.shape[0]))
+    bucket, items = hash_boxes(np.ascontiguousarray(lo[subset]), np.ascontiguousarray(hi[subset]), cell, table, 32)
+    return table, bucket, np.ascontiguousarray(subset[items])
 
 
 def _gather(fill, args, rows, cap):
-    """Run a per-row fill kernel with ``cap`` slots a row, growing them until every row fits;
-    returns (row index, found) of all pairs, in row order (independent of the thread count)."""
+    """Run a per-row fill kernel over ``rows`` (vertex or edge numbers) with ``cap`` slots a row,
+    growing them until every row fits; returns (row, found) of all pairs, in the order of
+    ``rows`` (independent of the thread count)."""
     while True:
-        out = np.empty((rows, cap), dtype=np.int64)
-        counts = np.empty(rows, dtype=np.int64)
-        fill(*args, out, counts)
-        worst = int(counts.max()) if rows else 0
+        out = np.empty((rows.shape[0], cap), dtype=np.int64)
+        counts = np.empty(rows.shape[0], dtype=np.int64)
+        fill(*args, rows, out, counts)
+        worst = int(counts.max()) if rows.shape[0] else 0
         if worst <= cap:
             mask = np.arange(cap)[None, :] < counts[:, None]
-            return np.repeat(np.arange(rows, dtype=np.int64), counts), out[mask]
+            return np.repeat(rows, counts), out[mask]
         cap = 2 * worst
 
 
@@ -487,14 +495,14 @@ def _no_path(x, path):
     return np.zeros_like(x) if path is None else np.ascontiguousarray(path, dtype=np.float64)
 
 
-def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell, path):
-    """The pairs a fill kernel finds: the primitives' boxes swept along ``path`` hashed, then
-    one query per row (vertex or edge)."""
+def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell, path, subset=None):
+    """The pairs a fill kernel finds: the primitives' boxes (those of ``subset`` only, if given)
+    swept along ``path`` hashed, then one query per row (vertex or edge number in ``rows``)."""
     path = _no_path(x, path)
     lo = np.empty((prims.shape[0], 3))
     hi = np.empty((prims.shape[0], 3))
     swept_boxes(x, path, prims, lo, hi)
-    table, bucket, items = _hash(lo, hi, cell)
+    table, bucket, items = _hash(lo, hi, cell, subset)
     args = (
         x,
         inv_mass,
@@ -519,21 +527,29 @@ def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell,
     return _gather(fill, args, rows, 16)
 
 
-def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
+def _all(rows, count):
+    return np.arange(count, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
+
+
+def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None, rows=None, triangles=None):
     """(vertex, triangle) pairs that come closer than ``d + margin`` (d the pair's contact
     distance) while every vertex moves along its straight ``path`` from x (None: stays at x),
     not topological neighbours, not closer than ``2 d`` in the rest shape, allowed by the cloths'
     switches, not all four vertices pinned; in vertex order. Conservative: a pair is kept when
     its distance at x minus the largest relative path of its four vertices is below the reach
-    (the point-triangle distance changes by at most that much)."""
-    return _candidates(_vt_fill, mesh.tris, x.shape[0], x, inv_mass, mesh, margin, cell, path)
+    (the point-triangle distance changes by at most that much). ``rows``: only these vertices'
+    pairs (None: all); ``triangles``: only pairs with these triangles (None: all)."""
+    rows = _all(rows, x.shape[0])
+    return _candidates(_vt_fill, mesh.tris, rows, x, inv_mass, mesh, margin, cell, path, triangles)
 
 
-def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None):
+def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None, rows=None, others=None):
     """(edge, edge > it) pairs that come closer than ``d + margin`` along the vertices' paths
     (as :func:`vertex_triangle_candidates`), sharing no vertex, not closer than ``2 d`` in the
-    rest shape, allowed, not all pinned; in edge order."""
-    return _candidates(_ee_fill, mesh.edges, mesh.edges.shape[0], x, inv_mass, mesh, margin, cell, path)
+    rest shape, allowed, not all pinned; in edge order. ``rows``: only pairs whose first (lower)
+    edge is one of these; ``others``: only pairs whose second edge is one of these (None: all)."""
+    rows = _all(rows, mesh.edges.shape[0])
+    return _candidates(_ee_fill, mesh.edges, rows, x, inv_mass, mesh, margin, cell, path, others)
 
 
 @njit(**_JIT_PARALLEL)
@@ -590,35 +606,36 @@ def carry_sides(old_keys, old_sides, old_held, new_keys, new_sides, new_held):
 
 
 @njit(**_JIT)
-def path_deviation(x_det, step, s0, x_a, x_b):
-    """Largest distance of the vertices from where their straight paths put them, up to a common
-    translation: x_a is compared with ``x_det + s0 step`` and x_b with ``x_det + (s0 + 1) step``
-    (a substep's start and predicted end, ``s0`` substeps after the detection), after removing
-    the centre of the box of all deviations: a bound on half of any two vertices' relative
-    deviation."""
+def path_deviations(x_det, step, since, x_a, x_b, out):
+    """Per vertex, its distance from where its own straight path puts it, up to a common
+    translation: x_a is compared with ``x_det + since step`` and x_b with ``x_det + (since + 1)
+    step`` (``since``: substeps since that vertex's path was set), after removing the centre
+    (returned) of the box of all deviations; ``out`` gets the larger of the two distances. The
+    vertices of every pair keep within ``out_i + out_j`` of their paths' relative placement."""
     n = x_det.shape[0]
     lo0 = lo1 = lo2 = 1e300
     hi0 = hi1 = hi2 = -1e300
     for k in range(2):
         x = x_a if k == 0 else x_b
-        s = s0 + k
         for i in range(n):
+            s = since[i] + k
             d0 = x[i, 0] - x_det[i, 0] - s * step[i, 0]
             d1 = x[i, 1] - x_det[i, 1] - s * step[i, 1]
             d2 = x[i, 2] - x_det[i, 2] - s * step[i, 2]
             lo0, lo1, lo2 = min(lo0, d0), min(lo1, d1), min(lo2, d2)
             hi0, hi1, hi2 = max(hi0, d0), max(hi1, d1), max(hi2, d2)
     c0, c1, c2 = 0.5 * (lo0 + hi0), 0.5 * (lo1 + hi1), 0.5 * (lo2 + hi2)
-    worst = 0.0
-    for k in range(2):
-        x = x_a if k == 0 else x_b
-        s = s0 + k
-        for i in range(n):
+    for i in range(n):
+        worst = 0.0
+        for k in range(2):
+            x = x_a if k == 0 else x_b
+            s = since[i] + k
             d0 = x[i, 0] - x_det[i, 0] - s * step[i, 0] - c0
             d1 = x[i, 1] - x_det[i, 1] - s * step[i, 1] - c1
             d2 = x[i, 2] - x_det[i, 2] - s * step[i, 2] - c2
             worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
-    return sqrt(worst)
+        out[i] = sqrt(worst)
+    return c0, c1, c2
 
 
 # ----------------------------------------------------------------------------------------------
