@@ -191,6 +191,12 @@ CASES = {
     "open_sheet_mesh_20k_no_shortcuts": dict(self_collision=False, scene="sheet", shortcuts=False),
 }
 
+CANDIDATE_STATS = (
+    "vertex_triangle_candidates",
+    "edge_edge_candidates",
+    "vertex_triangle_active_max",
+    "edge_edge_active_max",
+)
 WORLD_KEYS = ("cloth_contacts_detection", "cloth_contacts_narrow_phase", "cloth_contacts_solve")
 
 
@@ -239,17 +245,7 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6, partial=True)
         row["frame_total_ms"] = round(mean.get("world_total", 0.0), 3)
         row["detections_per_frame"] = round(mean.get("detections", 0.0), 2)
         row["partial_detections_per_frame"] = round(mean.get("partial_detections", 0.0), 2)
-        row.update(
-            {
-                k: world.last_stats[k]
-                for k in (
-                    "vertex_triangle_candidates",
-                    "edge_edge_candidates",
-                    "vertex_triangle_active_max",
-                    "edge_edge_active_max",
-                )
-            }
-        )
+        row.update({k: world.last_stats[k] for k in CANDIDATE_STATS})
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -318,17 +314,7 @@ def run_layers_case(frames, substeps, layers, warmup=4, partial=True):
         row.update(
             {(f"{k}_per_frame" if "detections" in k else f"{k}_ms"): round(v / frames, 3) for k, v in phases.items()}
         )
-        row.update(
-            {
-                k: world.last_stats[k]
-                for k in (
-                    "vertex_triangle_candidates",
-                    "edge_edge_candidates",
-                    "vertex_triangle_active_max",
-                    "edge_edge_active_max",
-                )
-            }
-        )
+        row.update({k: world.last_stats[k] for k in CANDIDATE_STATS})
     print(json.dumps(row), flush=True)
     return row
 

@@ -46,6 +46,19 @@ def worst_p95(cloth, frames):
 # ----------------------------------------------------------------------------------------------
 # The hierarchy, against independent constructions.
 # ----------------------------------------------------------------------------------------------
+
+
+def _central_difference(C, x, eps=1e-6):
+    """Gradient of the scalar C at x (N, 3) by central differences: the independent reference."""
+    grad = np.zeros_like(x)
+    for i, k in itertools.product(range(x.shape[0]), range(3)):
+        xp, xm = x.copy(), x.copy()
+        xp[i, k] += eps
+        xm[i, k] -= eps
+        grad[i, k] = (C(xp) - C(xm)) / (2 * eps)
+    return grad
+
+
 def test_levels_shrink_keep_the_pins_conserve_mass_and_interpolate_by_partitions_of_unity():
     pos, faces, uv, pins = corner_sheet(33)
     cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins)
@@ -150,13 +163,7 @@ def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit
     def C(y):
         return np.linalg.norm(y[0] - y[1]) - limit[0]
 
-    eps = 1e-6
-    grad = np.zeros((2, 3))
-    for i, d in itertools.product(range(2), range(3)):
-        xp, xm = x.copy(), x.copy()
-        xp[i, d] += eps
-        xm[i, d] -= eps
-        grad[i, d] = (C(xp) - C(xm)) / (2 * eps)
+    grad = _central_difference(C, x)
     y = x.copy()
     assert _sweep_level(y, inv_mass, edges, limit, 0, 1) == 1
     # XPBD with alpha = 0: dx_j = -w_j grad_j C C / sum_k w_k |grad_k C|^2
@@ -193,13 +200,7 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     def C(y):
         return np.linalg.norm(y[0] - y[1]) - limit[0]
 
-    eps = 1e-6
-    grad = np.zeros((2, 3))
-    for i, k in itertools.product(range(2), range(3)):
-        xp, xm = x.copy(), x.copy()
-        xp[i, k] += eps
-        xm[i, k] -= eps
-        grad[i, k] = (C(xp) - C(xm)) / (2 * eps)
+    grad = _central_difference(C, x)
     P = [np.eye(3) - np.outer(n, n), np.eye(3)]
     dlam = -C(x) / sum(inv_mass[k] * grad[k] @ P[k] @ grad[k] for k in range(2))
     y = x.copy()
