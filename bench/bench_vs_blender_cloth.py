@@ -51,7 +51,16 @@ body in any frame), ``penetrating_last``, ``penetrating_frames`` (frames with an
 frame, to show the cloth rests on it; Blender keeps its 0.015 + 0.02 m collision gap) and
 ``lowest_z_last_m``.
 
+Self-collision (``--self-collision``): each scene is run by each solver twice, self-collision off
+then on (scene ``<scene>_self``: Blender's ``use_self_collision`` with its default distance and
+quality, Selvedge's Self Collision, which steps the cloth in a ``CollisionWorld``), and every line
+adds the crossing triangle pairs of each frame's evaluated mesh (``devtools/cloth_checks.py``:
+``BVHTree.overlap``, pairs sharing a vertex left out): ``crossings_max``, ``crossings_last``,
+``frames_with_crossings``, ``crossings_per_frame``. The summary lines and the docs section are in
+``bench/_vs_blender_self_collision.py``.
+
     .venv/bin/python bench/bench_vs_blender_cloth.py                  # 64x64 grid and the garment, 100 frames
+    .venv/bin/python bench/bench_vs_blender_cloth.py --self-collision --scene garment --frames 48
     .venv/bin/python bench/bench_vs_blender_cloth.py --scene garment --garment-grid 32 --frames 40
     .venv/bin/python bench/bench_vs_blender_cloth.py --grid 16 --frames 10
     .venv/bin/python bench/bench_vs_blender_cloth.py --only selvedge --substeps 40
@@ -71,9 +80,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import bpy
 import numpy as np
+from _vs_blender_self_collision import self_collision_summaries, write_self_collision_docs
+from cloth_checks import crossing_pairs
 from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
@@ -156,9 +168,10 @@ def pin_ring_edges(obj, edges: np.ndarray) -> np.ndarray:
     return near[edges[:, 0]] | near[edges[:, 1]]
 
 
-def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
+def measure(obj, frames: int, rest_world: np.ndarray, body=None, crossings: bool = False) -> dict:
     """Strain statistics of the evaluated mesh over frames 2..frames (frame 1 is the rest state),
-    plus, with ``body``, penetration and distance of the cloth's vertices to the body's surface."""
+    plus, with ``body``, penetration and distance of the cloth's vertices to the body's surface, and
+    with ``crossings`` the crossing triangle pairs of each frame (``cloth_checks.crossing_pairs``)."""
     edges = mesh_edges(obj.data)
     rest = np.linalg.norm(rest_world[edges[:, 1]] - rest_world[edges[:, 0]], axis=1)
     ring = pin_ring_edges(obj, edges)
@@ -167,9 +180,12 @@ def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
     compression_p95 = 0.0
     outside_max = 0.0
     contact = []
+    crossed = []
     for frame in range(2, frames + 1):
         bpy.context.scene.frame_set(frame)
         world = evaluated_world(obj)
+        if crossings:
+            crossed.append(crossing_pairs([obj], bpy.context.evaluated_depsgraph_get()))
         s = edge_strain(world, edges, rest)
         per_frame.append((float(s.max()), float(np.percentile(s, 95))))
         worst_compression = max(worst_compression, float(-s.min()))
@@ -187,6 +203,13 @@ def measure(obj, frames: int, rest_world: np.ndarray, body=None) -> dict:
         "compression_p95": compression_p95,
         "strain_max_outside_pin_rings": outside_max,
     }
+    if crossings:
+        out.update(
+            crossings_max=max(crossed),
+            crossings_last=crossed[-1],
+            frames_with_crossings=sum(1 for n in crossed if n),
+            crossings_per_frame=crossed,
+        )
     if body is not None:
         inside = [int((d < 0.0).sum()) for d in contact]
         out.update(
@@ -304,22 +327,49 @@ def play_blender_cloth(mod, frames: int) -> tuple[list, dict]:
     return ms, settings
 
 
-def run_blender_cloth(grid: int, size: float, frames: int) -> dict:
+def blender_self_collision(mod, on: bool) -> dict:
+    """Switch the Cloth modifier's self-collision (its distance and friction left at their defaults);
+    returns the self-collision settings for the JSON line."""
+    c = mod.collision_settings
+    c.use_self_collision = on
+    if not on:
+        return {"self_collision": False}
+    return {
+        "self_collision": True,
+        "self_distance_min_m": c.self_distance_min,
+        "self_friction": c.self_friction,
+        "self_impulse_clamp": c.self_impulse_clamp,
+        "collision_quality": c.collision_quality,
+    }
+
+
+def run_blender_cloth(grid: int, size: float, frames: int, self_collision: bool = False, crossings: bool = False):
     obj = new_scene(grid, size, frames)
     rest_world = evaluated_world(obj)
     mod = obj.modifiers.new("Cloth", "CLOTH")
     mod.settings.vertex_group_mass = "pins"
+    own = blender_self_collision(mod, self_collision)
     ms, settings = play_blender_cloth(mod, frames)
-    return {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world), "settings": settings}
+    settings.update(own)
+    return {
+        "solver": "blender_cloth",
+        **timing(ms),
+        **measure(obj, frames, rest_world, crossings=crossings),
+        "settings": settings,
+    }
 
 
-def run_blender_cloth_garment(grid: int, size: float, frames: int) -> dict:
+def run_blender_cloth_garment(
+    grid: int, size: float, frames: int, self_collision: bool = False, crossings: bool = False
+) -> dict:
     obj, body = garment_scene(grid, size, frames)
     rest_world = evaluated_world(obj)
     collision = body.modifiers.new("Collision", "COLLISION")
     assert collision.type == "COLLISION"
     mod = obj.modifiers.new("Cloth", "CLOTH")
+    own = blender_self_collision(mod, self_collision)
     ms, settings = play_blender_cloth(mod, frames)
+    settings.update(own)
     c, b = mod.collision_settings, body.collision
     settings.update(
         collision_quality=c.collision_quality,
@@ -327,7 +377,12 @@ def run_blender_cloth_garment(grid: int, size: float, frames: int) -> dict:
         body_thickness_outer_m=b.thickness_outer,
         body_friction=b.cloth_friction,
     )
-    return {"solver": "blender_cloth", **timing(ms), **measure(obj, frames, rest_world, body), "settings": settings}
+    return {
+        "solver": "blender_cloth",
+        **timing(ms),
+        **measure(obj, frames, rest_world, body, crossings),
+        "settings": settings,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,9 +438,12 @@ def garment_scene(grid: int, size: float, frames: int):
     return obj, body
 
 
-def selvedge_garment_scene(grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None):
+def selvedge_garment_scene(
+    grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None, self_collision=False
+):
     obj, body = garment_scene(grid, size, frames)
     obj.selvedge.role = "CLOTH"
+    obj.selvedge.use_self_collision = self_collision  # a self-colliding cloth is stepped in a CollisionWorld
     body.selvedge.role = "COLLIDER"
     body.selvedge.collider_proxy = "MESH"
     scene = bpy.context.scene
@@ -398,9 +456,12 @@ def selvedge_garment_scene(grid: int, size: float, frames: int, folder: Path, so
 
 # ----------------------------------------------------------------------------------------------
 # Selvedge
-def selvedge_scene(grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None):
+def selvedge_scene(
+    grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None, self_collision=False
+):
     obj = new_scene(grid, size, frames)
     obj.selvedge.role = "CLOTH"
+    obj.selvedge.use_self_collision = self_collision
     obj.selvedge.pin_group = "pins"
     scene = bpy.context.scene
     scene.selvedge.cache_folder = str(folder)
@@ -411,33 +472,38 @@ def selvedge_scene(grid: int, size: float, frames: int, folder: Path, solve_mode
 
 
 def run_selvedge(
-    grid: int, size: float, frames: int, solve_mode: str, substeps: int | None = None, garment: bool = False
+    grid: int,
+    size: float,
+    frames: int,
+    solve_mode: str,
+    substeps: int | None = None,
+    garment: bool = False,
+    self_collision: bool = False,
+    crossings: bool = False,
 ) -> dict:
     from selvedge.operators.bake import CacheBake
 
     quiet = lambda *a, **k: None
     with tempfile.TemporaryDirectory() as tmp:
         # Warm-up: compile (or load from the JIT cache) every kernel on a tiny sheet (and collider).
-        if garment:
-            selvedge_garment_scene(4, size, 3, Path(tmp) / "warmup", solve_mode, substeps)
-        else:
-            selvedge_scene(4, size, 3, Path(tmp) / "warmup", solve_mode, substeps)
+        scene = selvedge_garment_scene if garment else selvedge_scene
+        scene(4, size, 3, Path(tmp) / "warmup", solve_mode, substeps, self_collision)
         job = CacheBake(bpy.context, log=quiet)
         while job.step():
             pass
         job.finish()
 
-        if garment:
-            obj, body = selvedge_garment_scene(grid, size, frames, Path(tmp) / "cache", solve_mode, substeps)
-        else:
-            obj = selvedge_scene(grid, size, frames, Path(tmp) / "cache", solve_mode, substeps)
+        made = scene(grid, size, frames, Path(tmp) / "cache", solve_mode, substeps, self_collision)
+        obj, body = made if garment else (made, None)
         rest_world = evaluated_world(obj)
         job = CacheBake(bpy.context, log=quiet)
-        ms = []
+        ms, solver_crossings = [], []
         while True:
             t0 = time.perf_counter()
             more = job.step()
             ms.append(1e3 * (time.perf_counter() - t0))
+            if job.sim.world is not None:
+                solver_crossings.append(job.sim.world.world.last_stats.get("intersections", 0))
             if not more:
                 break
         job.finish()
@@ -445,7 +511,7 @@ def run_selvedge(
         result = {
             "solver": "selvedge",
             **timing(ms),
-            **(measure(obj, frames, rest_world, body) if garment else measure(obj, frames, rest_world)),
+            **measure(obj, frames, rest_world, body, crossings),
         }
         s, sc = obj.selvedge, bpy.context.scene.selvedge
         result["settings"] = {
@@ -458,6 +524,7 @@ def run_selvedge(
             "density_kg_m2": s.density_kg_m2,
             "cloth_thickness_m": s.thickness_m,
             "friction": s.friction,
+            "self_collision": s.use_self_collision,
         }
         if garment:
             b = body.selvedge
@@ -468,6 +535,8 @@ def run_selvedge(
             }
         # Cross-check of the measurement: the solver's own worst edge strain (its mesh edges).
         result["solver_reported_strain_max"] = max(solver_strain)
+        if solver_crossings:  # the collision world's own count, on the solver's triangles
+            result["solver_reported_crossings_max"] = max(solver_crossings)
     return result
 
 
@@ -482,6 +551,11 @@ def main(argv=None) -> int:
     parser.add_argument("--solve-mode", default="serial", choices=("serial", "colored", "jacobi"))
     parser.add_argument("--substeps", type=int, help="Selvedge substeps (default: the scene default)")
     parser.add_argument("--only", choices=("blender", "selvedge"), help="run one solver only")
+    parser.add_argument(
+        "--self-collision",
+        action="store_true",
+        help="run each scene with self-collision off and on in both solvers, counting crossings per frame",
+    )
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
     base = {
@@ -491,23 +565,40 @@ def main(argv=None) -> int:
         "cpus": os.cpu_count(),
     }
     runs = []
-    if args.scene in ("both", "grid"):
-        common = {"scene": f"grid{args.grid}_pinned2", "vertices": args.grid * args.grid, "size_m": args.size, **base}
-        if args.only in (None, "blender"):
-            runs.append((common, lambda: run_blender_cloth(args.grid, args.size, args.frames)))
-        if args.only in (None, "selvedge"):
-            runs.append(
-                (common, lambda: run_selvedge(args.grid, args.size, args.frames, args.solve_mode, args.substeps))
-            )
-    if args.scene in ("both", "garment"):
-        g, size = args.garment_grid, args.garment_size
-        common = {"scene": f"garment{g}_on_body", "vertices": g * g, "size_m": size, **base}
-        if args.only in (None, "blender"):
-            runs.append((common, lambda: run_blender_cloth_garment(g, size, args.frames)))
-        if args.only in (None, "selvedge"):
-            runs.append(
-                (common, lambda: run_selvedge(g, size, args.frames, args.solve_mode, args.substeps, garment=True))
-            )
+    # With --self-collision each scene runs twice per solver, off then on ("<scene>_self"): the
+    # self-collision overhead of each solver is its own ms on over off, in the same run.
+    cases = (False, True) if args.self_collision else (False,)
+    crossings = args.self_collision
+    for sc in cases:
+        suffix = "_self" if sc else ""
+        if args.scene in ("both", "grid"):
+            n, size = args.grid, args.size
+            common = {"scene": f"grid{n}_pinned2{suffix}", "vertices": n * n, "size_m": size, **base}
+            if args.only in (None, "blender"):
+                runs.append((common, lambda n=n, sc=sc: run_blender_cloth(n, args.size, args.frames, sc, crossings)))
+            if args.only in (None, "selvedge"):
+                runs.append(
+                    (
+                        common,
+                        lambda n=n, sc=sc: run_selvedge(
+                            n, args.size, args.frames, args.solve_mode, args.substeps, False, sc, crossings
+                        ),
+                    )
+                )
+        if args.scene in ("both", "garment"):
+            g, size = args.garment_grid, args.garment_size
+            common = {"scene": f"garment{g}_on_body{suffix}", "vertices": g * g, "size_m": size, **base}
+            if args.only in (None, "blender"):
+                runs.append((common, lambda sc=sc: run_blender_cloth_garment(g, size, args.frames, sc, crossings)))
+            if args.only in (None, "selvedge"):
+                runs.append(
+                    (
+                        common,
+                        lambda sc=sc: run_selvedge(
+                            g, size, args.frames, args.solve_mode, args.substeps, True, sc, crossings
+                        ),
+                    )
+                )
     lines = []
     for common, run in runs:
         result = run()
@@ -515,10 +606,15 @@ def main(argv=None) -> int:
         print(json.dumps(lines[-1]), flush=True)
     reset()
     summaries = summary_lines(lines)
-    for line in summaries:
+    self_summaries = self_collision_summaries(lines) if args.self_collision else []
+    for line in summaries + self_summaries:
         print(json.dumps(line), flush=True)
     if args.write_docs:
-        write_docs(lines, summaries, argv if argv is not None else sys.argv[1:])
+        command = argv if argv is not None else sys.argv[1:]
+        if args.self_collision:  # its own section: the plain comparison's table stays as it was
+            write_self_collision_docs(lines, self_summaries, command)
+        else:
+            write_docs(lines, summaries, command)
     return 0
 
 
