@@ -296,7 +296,12 @@ def _inside(p, bvh) -> bool:
 
 
 def timing(ms: list[float]) -> dict:
-    return {"ms_per_frame": statistics.fmean(ms), "ms_per_frame_median": statistics.median(ms), "ms_total": sum(ms)}
+    return {
+        "ms_per_frame": statistics.fmean(ms),
+        "ms_per_frame_median": statistics.median(ms),
+        "ms_per_frame_max": max(ms),  # one slow frame (a kernel compiled for a larger size) moves the mean
+        "ms_total": sum(ms),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
