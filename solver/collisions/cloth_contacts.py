@@ -6,10 +6,11 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
 
 * **Candidates** (:func:`vertex_triangle_candidates`, :func:`edge_edge_candidates`): the pairs
   that can come within ``contact distance + margin`` while every vertex follows its straight
-  predicted path, found through a hash grid of triangle (edge) boxes swept along the paths; a
-  vertex (edge) queries its swept box grown by that reach, each thread writes its own rows. A
-  pair found in two cells is kept only in the cell that holds the low corner of the overlap of
-  the two boxes, so no per-thread marks are needed. The list is reused while every vertex stays
+  predicted path, found through a hash grid of triangle (edge) boxes swept along the paths,
+  each box entered once, at its centre (:func:`.hash_grid.hash_box_centres`); a vertex (edge)
+  queries its swept box grown by that reach, each thread writes its own rows, and every pair is
+  met once (a grid that entered each box in every cell it overlaps met a pair ~4 times, and
+  twice in its list when two of those cells shared a bucket). The list is reused while every vertex stays
   within ``margin / 2`` of its path, up to a common translation (:func:`path_deviations`): no
   pair that was not a candidate can then have come into contact (the world re-detects when the
   bound breaks or the window ends).
@@ -34,7 +35,6 @@ cloths of thickness ``t_a`` and ``t_b``; ``t`` between two layers of one cloth).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -44,7 +44,7 @@ from .. import _numba_setup  # noqa: F401  (cache directory before any compilati
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
 from .geometry import closest_on_triangle, triangle_normal
-from .hash_grid import cell_hash
+from .hash_grid import cell_hash, centre_query_cells, hash_box_centres
 
 
 class ContactMesh(NamedTuple):
@@ -235,13 +235,17 @@ def _path_gap(path, i, j):
 
 
 @njit(inline="always", **_JIT)
-def _first_cell(ql, qh, lo, hi, b, inv, ci, cj, ck):
-    """The pair (query box, box b) is counted in the cell holding the low corner of their overlap."""
-    return (
-        int(math.floor(max(ql[0], lo[b, 0]) * inv)) == ci
-        and int(math.floor(max(ql[1], lo[b, 1]) * inv)) == cj
-        and int(math.floor(max(ql[2], lo[b, 2]) * inv)) == ck
-    )
+def _beyond_sphere(x, i, ia, ib, ic, reach):
+    """Vertex i is farther than ``reach`` from the sphere around triangle (ia, ib, ic) (centre
+    at the centroid, radius to its farthest corner): a cheap test before the exact distance."""
+    c0 = (x[ia, 0] + x[ib, 0] + x[ic, 0]) / 3.0
+    c1 = (x[ia, 1] + x[ib, 1] + x[ic, 1]) / 3.0
+    c2 = (x[ia, 2] + x[ib, 2] + x[ic, 2]) / 3.0
+    r2 = 0.0
+    for k in (ia, ib, ic):
+        r2 = max(r2, (x[k, 0] - c0) ** 2 + (x[k, 1] - c1) ** 2 + (x[k, 2] - c2) ** 2)
+    limit = sqrt(r2) + reach
+    return (x[i, 0] - c0) ** 2 + (x[i, 1] - c1) ** 2 + (x[i, 2] - c2) ** 2 > limit * limit
 
 
 @njit(**_JIT_PARALLEL)
@@ -265,6 +269,8 @@ def _vt_fill(
     table_size,
     bucket_start,
     items,
+    item_cell,
+    extent,
     rows,
     out_t,
     out_n,
@@ -289,17 +295,14 @@ def _vt_fill(
         ):
             out_n[r] = 0
             continue
-        i0 = int(math.floor(ql[0] * inv))
-        j0 = int(math.floor(ql[1] * inv))
-        k0 = int(math.floor(ql[2] * inv))
-        i1 = int(math.floor(qh[0] * inv))
-        j1 = int(math.floor(qh[1] * inv))
-        k1 = int(math.floor(qh[2] * inv))
+        i0, i1, j0, j1, k0, k1 = centre_query_cells(ql, qh, extent, inv, 64)
         for ci in range(i0, i1 + 1):
             for cj in range(j0, j1 + 1):
                 for ck in range(k0, k1 + 1):
                     h = cell_hash(ci, cj, ck, table_size)
                     for s in range(bucket_start[h], bucket_start[h + 1]):
+                        if item_cell[s, 0] != ci or item_cell[s, 1] != cj or item_cell[s, 2] != ck:
+                            continue  # another cell's entry in the same bucket
                         t = items[s]
                         if (
                             lo[t, 0] > qh[0]
@@ -310,14 +313,15 @@ def _vt_fill(
                             or hi[t, 2] < ql[2]
                         ):
                             continue
-                        if not _first_cell(ql, qh, lo, hi, t, inv, ci, cj, ck):
-                            continue
                         ia, ib, ic = mesh_tris[t, 0], mesh_tris[t, 1], mesh_tris[t, 2]
                         if ia == i or ib == i or ic == i or not _pair_allowed(i, ia, cloth, self_ok, cross_ok):
                             continue
                         if inv_mass[i] == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
                             continue
                         d_pair = 0.5 * (thickness[i] + thickness[ia])
+                        closing = max(_path_gap(path, i, ia), max(_path_gap(path, i, ib), _path_gap(path, i, ic)))
+                        if _beyond_sphere(x, i, ia, ib, ic, d_pair + margin + closing):
+                            continue
                         u, v, w = closest_on_triangle(
                             x[i, 0],
                             x[i, 1],
@@ -337,7 +341,6 @@ def _vt_fill(
                             + (x[i, 1] - u * x[ia, 1] - v * x[ib, 1] - w * x[ic, 1]) ** 2
                             + (x[i, 2] - u * x[ia, 2] - v * x[ib, 2] - w * x[ic, 2]) ** 2
                         )
-                        closing = max(_path_gap(path, i, ia), max(_path_gap(path, i, ib), _path_gap(path, i, ic)))
                         if dist - closing > d_pair + margin:
                             continue
                         if cloth[i] == cloth[ia]:
@@ -389,6 +392,8 @@ def _ee_fill(
     table_size,
     bucket_start,
     items,
+    item_cell,
+    extent,
     rows,
     out_e,
     out_n,
@@ -414,19 +419,14 @@ def _ee_fill(
         ):
             out_n[r] = 0
             continue
-        i0 = int(math.floor(ql[0] * inv))
-        j0 = int(math.floor(ql[1] * inv))
-        k0 = int(math.floor(ql[2] * inv))
-        i1 = min(int(math.floor(qh[0] * inv)), i0 + 32)
-        j1 = min(int(math.floor(qh[1] * inv)), j0 + 32)
-        k1 = min(int(math.floor(qh[2] * inv)), k0 + 32)
+        i0, i1, j0, j1, k0, k1 = centre_query_cells(ql, qh, extent, inv, 64)
         for ci in range(i0, i1 + 1):
             for cj in range(j0, j1 + 1):
                 for ck in range(k0, k1 + 1):
                     h = cell_hash(ci, cj, ck, table_size)
                     for s in range(bucket_start[h], bucket_start[h + 1]):
                         f = items[s]
-                        if f <= e:
+                        if f <= e or item_cell[s, 0] != ci or item_cell[s, 1] != cj or item_cell[s, 2] != ck:
                             continue
                         if (
                             lo[f, 0] > qh[0]
@@ -436,8 +436,6 @@ def _ee_fill(
                             or lo[f, 2] > qh[2]
                             or hi[f, 2] < ql[2]
                         ):
-                            continue
-                        if not _first_cell(ql, qh, lo, hi, f, inv, ci, cj, ck):
                             continue
                         c, dd = edges[f, 0], edges[f, 1]
                         if c == a or c == b or dd == a or dd == b or not _pair_allowed(a, c, cloth, self_ok, cross_ok):
@@ -464,31 +462,32 @@ def _next_pow2(value: int) -> int:
 
 
 def _hash(lo, hi, cell, subset=None):
-    """Hash grid of the boxes (of the primitives ``subset`` only, if given); items are primitive numbers."""
-    from .hash_grid import hash_boxes
-
-    if subset is None:
-        table = _next_pow2(2 * lo.shape[0])
-        bucket, items = hash_boxes(lo, hi, cell, table, 32)
-        return table, bucket, items
-    table = _next_pow2(2 * max(1, subset.shape[0]))
-    bucket, items = hash_boxes(np.ascontiguousarray(lo[subset]), np.ascontiguousarray(hi[subset]), cell, table, 32)
-    return table, bucket, np.ascontiguousarray(subset[items])
+    """Hash grid of the box centres (of the primitives ``subset`` only, if given): (table size,
+    bucket starts, items = primitive numbers, each entry's cell, the largest half-extent)."""
+    boxes = np.arange(lo.shape[0], dtype=np.int64) if subset is None else np.ascontiguousarray(subset, dtype=np.int64)
+    table = _next_pow2(2 * max(1, boxes.shape[0]))
+    bucket, items, item_cell, extent = hash_box_centres(lo, hi, boxes, cell, table)
+    return table, bucket, items, item_cell, extent
 
 
 def _gather(fill, args, rows, cap):
     """Run a per-row fill kernel over ``rows`` (vertex or edge numbers) with ``cap`` slots a row,
-    growing them until every row fits; returns (row, found) of all pairs, in the order of
-    ``rows`` (independent of the thread count)."""
-    while True:
-        out = np.empty((rows.shape[0], cap), dtype=np.int64)
-        counts = np.empty(rows.shape[0], dtype=np.int64)
-        fill(*args, rows, out, counts)
-        worst = int(counts.max()) if rows.shape[0] else 0
-        if worst <= cap:
-            mask = np.arange(cap)[None, :] < counts[:, None]
-            return np.repeat(rows, counts), out[mask]
-        cap = 2 * worst
+    then again over the rows that found more, with room for the most; returns (row, found) of
+    all pairs, in the order of ``rows`` (independent of the thread count)."""
+    out = np.empty((rows.shape[0], cap), dtype=np.int64)
+    counts = np.empty(rows.shape[0], dtype=np.int64)
+    fill(*args, rows, out, counts)
+    worst = int(counts.max()) if rows.shape[0] else 0
+    if worst > cap:
+        over = np.flatnonzero(counts > cap)
+        wide = np.empty((rows.shape[0], worst), dtype=np.int64)
+        wide[:, :cap] = out
+        again = np.empty((over.shape[0], worst), dtype=np.int64)
+        fill(*args, np.ascontiguousarray(rows[over]), again, counts[over].copy())
+        wide[over] = again
+        out, cap = wide, worst
+    mask = np.arange(cap)[None, :] < counts[:, None]
+    return np.repeat(rows, counts), out[mask]
 
 
 def _no_path(x, path):
@@ -502,7 +501,7 @@ def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell,
     lo = np.empty((prims.shape[0], 3))
     hi = np.empty((prims.shape[0], 3))
     swept_boxes(x, path, prims, lo, hi)
-    table, bucket, items = _hash(lo, hi, cell, subset)
+    table, bucket, items, item_cell, extent = _hash(lo, hi, cell, subset)
     args = (
         x,
         inv_mass,
@@ -523,8 +522,10 @@ def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell,
         table,
         bucket,
         items,
+        item_cell,
+        extent,
     )
-    return _gather(fill, args, rows, 16)
+    return _gather(fill, args, rows, 24)
 
 
 def _all(rows, count):

@@ -110,3 +110,59 @@ def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_st
                     found[k] = b
                     k += 1
     return k
+
+
+# ----------------------------------------------------------------------------------------------
+# Hash grid of box centres: each box entered once, queries grown by the largest half-extent.
+# ----------------------------------------------------------------------------------------------
+@njit(**_JIT)
+def hash_box_centres(lo, hi, boxes, cell, table_size):
+    """Counting-sort hash grid of the boxes ``boxes`` (numbers into lo/hi), each entered once, in
+    the cell of its centre: (bucket_start (table_size+1,), items (box numbers), item_cell (M, 3):
+    each entry's cell, in bucket order, extent (3,): the largest half-extent per axis).
+
+    A query box [ql, qh] then visits the cells of [ql - extent, qh + extent] and keeps an entry
+    only when its cell is the visited one (two cells may share a bucket), so every box is seen
+    at most once: none of the duplicate visits of a grid that enters a box in every cell it
+    overlaps (a triangle of a sheet sat in ~6 cells, and a query met each one ~4 times)."""
+    inv = 1.0 / cell
+    m = boxes.shape[0]
+    cells = np.empty((m, 3), dtype=np.int64)
+    keep = np.zeros(m, dtype=np.bool_)
+    extent = np.zeros(3)
+    counts = np.zeros(table_size + 1, dtype=np.int64)
+    for r in range(m):
+        b = boxes[r]
+        if not finite_box(lo, hi, b):
+            continue
+        keep[r] = True
+        for d in range(3):
+            extent[d] = max(extent[d], 0.5 * (hi[b, d] - lo[b, d]))
+            cells[r, d] = int(math.floor(0.5 * (lo[b, d] + hi[b, d]) * inv))
+        counts[cell_hash(cells[r, 0], cells[r, 1], cells[r, 2], table_size) + 1] += 1
+    for t in range(table_size):
+        counts[t + 1] += counts[t]
+    items = np.empty(counts[table_size], dtype=np.int64)
+    item_cell = np.empty((counts[table_size], 3), dtype=np.int64)
+    fill = counts[:table_size].copy()
+    for r in range(m):
+        if keep[r]:
+            t = cell_hash(cells[r, 0], cells[r, 1], cells[r, 2], table_size)
+            items[fill[t]] = boxes[r]
+            for d in range(3):
+                item_cell[fill[t], d] = cells[r, d]
+            fill[t] += 1
+    return counts, items, item_cell, extent
+
+
+@njit(inline="always", **_JIT)
+def centre_query_cells(ql, qh, extent, inv_cell, max_cells):
+    """Inclusive cell range (i0, i1, j0, j1, k0, k1) a :func:`hash_box_centres` query of the box
+    [ql, qh] visits: the box grown by the grid's extent, clamped to ``max_cells`` per axis."""
+    i0 = int(math.floor((ql[0] - extent[0]) * inv_cell))
+    j0 = int(math.floor((ql[1] - extent[1]) * inv_cell))
+    k0 = int(math.floor((ql[2] - extent[2]) * inv_cell))
+    i1 = min(int(math.floor((qh[0] + extent[0]) * inv_cell)), i0 + max_cells)
+    j1 = min(int(math.floor((qh[1] + extent[1]) * inv_cell)), j0 + max_cells)
+    k1 = min(int(math.floor((qh[2] + extent[2]) * inv_cell)), k0 + max_cells)
+    return i0, i1, j0, j1, k0, k1

@@ -8,15 +8,13 @@ once, in the cell that holds the low corner of the overlap of the two boxes.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
 from .cloth_contacts import _hash, primitive_boxes
-from .hash_grid import cell_hash
+from .hash_grid import cell_hash, centre_query_cells
 
 
 @njit(inline="always", **_JIT)
@@ -58,20 +56,17 @@ def triangles_cross(x, tris, s, t):
 
 
 @njit(**_JIT_PARALLEL)
-def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, per_triangle):
+def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, extent, per_triangle):
     for s in prange(tris.shape[0]):
         count = 0
-        i0, j0, k0 = int(math.floor(lo[s, 0] * inv)), int(math.floor(lo[s, 1] * inv)), int(math.floor(lo[s, 2] * inv))
-        i1 = min(int(math.floor(hi[s, 0] * inv)), i0 + 32)
-        j1 = min(int(math.floor(hi[s, 1] * inv)), j0 + 32)
-        k1 = min(int(math.floor(hi[s, 2] * inv)), k0 + 32)
+        i0, i1, j0, j1, k0, k1 = centre_query_cells(lo[s], hi[s], extent, inv, 64)
         for ci in range(i0, i1 + 1):
             for cj in range(j0, j1 + 1):
                 for ck in range(k0, k1 + 1):
                     h = cell_hash(ci, cj, ck, table_size)
                     for r in range(bucket_start[h], bucket_start[h + 1]):
                         t = items[r]
-                        if t <= s:
+                        if t <= s or item_cell[r, 0] != ci or item_cell[r, 1] != cj or item_cell[r, 2] != ck:
                             continue
                         if (
                             lo[t, 0] > hi[s, 0]
@@ -80,12 +75,6 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, per_triangle):
                             or hi[t, 1] < lo[s, 1]
                             or lo[t, 2] > hi[s, 2]
                             or hi[t, 2] < lo[s, 2]
-                        ):
-                            continue
-                        if (
-                            int(math.floor(max(lo[s, 0], lo[t, 0]) * inv)) != ci
-                            or int(math.floor(max(lo[s, 1], lo[t, 1]) * inv)) != cj
-                            or int(math.floor(max(lo[s, 2], lo[t, 2]) * inv)) != ck
                         ):
                             continue
                         shared = False
@@ -109,7 +98,7 @@ def count_intersections(x, tris, *_unused) -> int:
     hi = np.empty((nt, 3))
     primitive_boxes(x, tris, lo, hi)
     cell = float(np.mean(np.max(hi - lo, axis=1))) or 1e-3
-    table, bucket, items = _hash(lo, hi, cell)
+    table, bucket, items, item_cell, extent = _hash(lo, hi, cell)
     per = np.zeros(nt, dtype=np.int64)
-    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, per)
+    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent, per)
     return int(per.sum())
