@@ -69,14 +69,16 @@ class CollisionWorld:
     ``collisions``: one :class:`ClothCollision` per cloth (default: all on, 4 mm, layer 0).
     ``layer_mass_scale``: how much heavier the lower layer of a contact acts (>= 1; 1 = off).
     ``contact_rounds``: cloth-contact + body-contact passes per iteration (>= 1).
-    ``margin_m``: detection margin (None: twice the largest thickness or half the mean edge,
-    whichever is larger). ``count_intersections``: count the triangle pairs (sharing no vertex)
-    that cross each other at every frame end (``last_stats["intersections"]``). ``edge_edge``:
-    False keeps the vertex-triangle contacts only (for comparisons). ``depenetration_m_s``: how fast
-    a pair that starts a substep overlapping is pushed apart (m/s; the overlap a substep's own
-    motion made is undone at once; see :func:`.cloth_contacts.solve_vertex_triangle`).
-    ``partial_detection``: when some vertices leave their paths, re-detect only their pairs
-    (:meth:`.CandidateLists.detect_partial`) instead of the whole list.
+    ``margin_m``: how much farther than the contact distance a pair is listed (None: the largest
+    thickness; half an edge, the default before, listed every vertex's in-plane neighbours:
+    docs/design/cloth_contacts.md, "Cost"). ``count_intersections``: count the triangle pairs
+    (sharing no vertex) that cross each other at every frame end (``last_stats["intersections"]``).
+    ``edge_edge``: False keeps the vertex-triangle contacts only (for comparisons).
+    ``depenetration_m_s``: how fast a pair that starts a substep overlapping is pushed apart (m/s;
+    the overlap a substep's own motion made is undone at once; see
+    :func:`.cloth_contacts.solve_vertex_triangle`). ``partial_detection``: when some vertices leave
+    their paths, re-detect only their pairs (:meth:`.CandidateLists.detect_partial`) instead of
+    the whole list.
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
@@ -94,7 +96,7 @@ class CollisionWorld:
         count_intersections: bool = False,
         edge_edge: bool = True,
         depenetration_m_s: float = 0.5,
-        partial_detection: bool = False,
+        partial_detection: bool = True,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -171,9 +173,7 @@ class CollisionWorld:
         )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
         self.edge_length = edge_len
-        self.margin_m = (
-            max(2.0 * float(self.mesh.thickness.max()), 0.5 * edge_len) if margin_m is None else float(margin_m)
-        )
+        self.margin_m = float(self.mesh.thickness.max()) if margin_m is None else float(margin_m)
         if not (math.isfinite(self.margin_m) and self.margin_m > 0.0):
             raise ClothInputError(f"margin_m must be finite and > 0, got {margin_m}")
         self.lists = CandidateLists(self.mesh, self.margin_m, edge_len, self.edge_edge, partial_detection)

@@ -201,7 +201,8 @@ def test_cape_on_a_rotating_body_never_crosses():
 
     counts, _ = _run(world, 30, targets)
     assert max(counts) == 0, counts
-    assert world.last_stats["detections"] >= 1
+    # the lists were still being renewed in the last frame (whole, or for the vertices off their paths)
+    assert world.last_stats["detections"] + world.last_stats["partial_detections"] >= 1
 
 
 def test_solver_intersection_count_matches_the_reference_on_a_crumpled_sheet():
