@@ -16,11 +16,7 @@ A frame::
         velocities, friction
     every cloth checked; one failure rolls every cloth back; then every cloth commits
 
-Candidates are found for a window of substeps: each vertex is assumed to keep this substep's
-motion, the lists hold every pair that can come within reach along those straight paths, and
-they serve while every vertex stays within ``margin / 2`` of its path, up to a common
-translation (a cloth at rest, falling or carried keeps its list for up to 64 substeps; a flap
-falling past a part at rest re-detects more often, with short paths only where the motion is).
+The candidate lists and their windows of substeps: :mod:`.candidate_lists`.
 """
 
 from __future__ import annotations
@@ -35,11 +31,9 @@ from ..cloth import _SOLVER_LOCK, Cloth
 from ..diagnostics import FrameDiagnostics
 from ..errors import ClothInputError, SimulationError
 from . import cloth_contacts as cc
+from .candidate_lists import CandidateLists
 from .intersections import count_intersections as _count_intersections
 from .self_contact import two_hop_lists
-
-#: the most substeps one candidate list may serve (when nothing moves relative to the rest)
-WINDOW_MAX = 64
 
 
 @dataclass
@@ -75,14 +69,16 @@ class CollisionWorld:
     ``collisions``: one :class:`ClothCollision` per cloth (default: all on, 4 mm, layer 0).
     ``layer_mass_scale``: how much heavier the lower layer of a contact acts (>= 1; 1 = off).
     ``contact_rounds``: cloth-contact + body-contact passes per iteration (>= 1).
-    ``margin_m``: detection margin (None: twice the largest thickness or half the mean edge,
-    whichever is larger). ``count_intersections``: count the triangle pairs (sharing no vertex)
-    that cross each other at every frame end (``last_stats["intersections"]``). ``edge_edge``:
-    False keeps the vertex-triangle contacts only (for comparisons). ``depenetration_m_s``: how fast
-    a pair that starts a substep overlapping is pushed apart (m/s; the overlap a substep's own
-    motion made is undone at once; see :func:`.cloth_contacts.solve_vertex_triangle`).
-    ``partial_detection``: when some vertices leave their paths, re-detect only their pairs
-    (:meth:`_detect_partial`) instead of the whole list.
+    ``margin_m``: how much farther than the contact distance a pair is listed (None: the largest
+    thickness; half an edge, the default before, listed every vertex's in-plane neighbours:
+    docs/design/cloth_contacts.md, "Cost"). ``count_intersections``: count the triangle pairs
+    (sharing no vertex) that cross each other at every frame end (``last_stats["intersections"]``).
+    ``edge_edge``: False keeps the vertex-triangle contacts only (for comparisons).
+    ``depenetration_m_s``: how fast a pair that starts a substep overlapping is pushed apart (m/s;
+    the overlap a substep's own motion made is undone at once; see
+    :func:`.cloth_contacts.solve_vertex_triangle`). ``partial_detection``: when some vertices leave
+    their paths, re-detect only their pairs (:meth:`.CandidateLists.detect_partial`) instead of
+    the whole list.
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
@@ -100,7 +96,7 @@ class CollisionWorld:
         count_intersections: bool = False,
         edge_edge: bool = True,
         depenetration_m_s: float = 0.5,
-        partial_detection: bool = False,
+        partial_detection: bool = True,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -177,23 +173,10 @@ class CollisionWorld:
         )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
         self.edge_length = edge_len
-        self.margin_m = (
-            max(2.0 * float(self.mesh.thickness.max()), 0.5 * edge_len) if margin_m is None else float(margin_m)
-        )
+        self.margin_m = float(self.mesh.thickness.max()) if margin_m is None else float(margin_m)
         if not (math.isfinite(self.margin_m) and self.margin_m > 0.0):
             raise ClothInputError(f"margin_m must be finite and > 0, got {margin_m}")
-        self._cand: cc.Candidates | None = None
-        self._vt_keys = self._ee_keys = np.zeros(0, dtype=np.int64)
-        #: per vertex: where its path starts, its step per substep, substeps since it was set,
-        #: and for how many substeps the pairs found with it hold (see :meth:`_predicted`)
-        self._x_det = np.zeros((n, 3))
-        self._det_step = np.zeros((n, 3))
-        self._since = np.zeros(n, dtype=np.int64)
-        self._window = np.zeros(n, dtype=np.int64)
-        self._deviation = np.zeros(n)
-        #: re-detect only the pairs of the vertices whose paths broke (:meth:`_detect_partial`)
-        #: instead of the whole list; off by default: see docs/design/collisions.md, "Cost"
-        self.partial_detection = bool(partial_detection)
+        self.lists = CandidateLists(self.mesh, self.margin_m, edge_len, self.edge_edge, partial_detection)
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)
         self._vt_lam = self._ee_lam = np.zeros(0)
         self.last_stats: dict = {}
@@ -206,113 +189,18 @@ class CollisionWorld:
         }
 
     # ------------------------------------------------------------------------------------------
-    def _window_for(self, step):
-        """Substeps a list may serve when every vertex keeps ``step``: no path, relative to the
-        common motion, longer than an edge (at most WINDOW_MAX); and the relative steps."""
-        common = 0.5 * (step.min(axis=0) + step.max(axis=0)) if step.shape[0] else np.zeros(3)
-        relative = step - common
-        speed = float(np.sqrt(np.max(np.sum(relative * relative, axis=1)))) if step.shape[0] else 0.0
-        window = WINDOW_MAX if speed * WINDOW_MAX <= self.edge_length else max(1, int(self.edge_length / speed))
-        return window, relative
+    @property
+    def partial_detection(self) -> bool:
+        """Re-detect only the pairs of the vertices that left their paths (:mod:`.candidate_lists`)."""
+        return self.lists.partial_detection
 
-    def _cell(self):
-        return max(self.edge_length, float(self.mesh.thickness.max()) + self.margin_m)
+    @partial_detection.setter
+    def partial_detection(self, on: bool) -> None:
+        self.lists.partial_detection = bool(on)
 
-    def _detect(self):
-        """New candidate lists for the coming substeps, the sides of pairs seen before kept.
-
-        Every vertex is assumed to go on moving as in this substep (``step`` = predicted minus
-        start position) for ``window`` substeps, short enough that no vertex's path, relative to
-        the common motion, is longer than an edge; the lists then hold every pair that can come
-        within reach along those paths (see :func:`~.cloth_contacts.vertex_triangle_candidates`).
-        They stay valid while every vertex keeps within ``margin / 2`` of its path (up to a
-        common translation) and the window lasts. A falling flap next to a part at rest thus
-        gets long paths only where the motion is, instead of one margin grown for the whole
-        cloth."""
-        x = self.x_start
-        step = self.x - x
-        window, relative = self._window_for(step)
-        path = window * relative
-        cv, ct = cc.vertex_triangle_candidates(x, self.inv_mass, self.mesh, self.margin_m, self._cell(), path)
-        if self.edge_edge:
-            ea, eb = cc.edge_edge_candidates(x, self.inv_mass, self.mesh, self.margin_m, self._cell(), path)
-        else:
-            ea = eb = np.zeros(0, dtype=np.int64)
-        self._install(cv, ct, ea, eb)
-        self._x_det[:] = x
-        self._det_step = step
-        self._since[:] = 0
-        self._window[:] = window
-        self.last_stats["detections"] += 1
-
-    def _detect_partial(self, broken, common):
-        """Re-detect only the pairs with a vertex in ``broken`` (its path left the margin or its
-        window ended), keeping the rest of the list.
-
-        The broken vertices get new paths from where they are (their origin shifted by the
-        common translation ``common`` of this substep's deviations, so that every vertex's
-        deviation is still measured against one common translation). The new pairs are found
-        with every other vertex at its path's position now (within ``margin / 2`` of where it
-        is) and following its own path; the pairs of two unbroken vertices keep the proof of
-        the detection that found them (both still within ``margin / 2`` of the paths it used),
-        so no pair can come within reach unseen. A pair's list entry lasts as long as the window
-        of its later-set vertex, whose end re-detects it."""
-        m = self.mesh
-        x = self.x_start
-        idx = np.flatnonzero(broken)
-        self._x_det[idx] = x[idx] - np.asarray(common)
-        self._det_step[idx] = self.x[idx] - x[idx]
-        self._since[idx] = 0
-        window, relative = self._window_for(self._det_step)
-        self._window[idx] = window
-        path = window * relative
-        q = self._x_det + self._since[:, None] * self._det_step + np.asarray(common)  # paths' positions now
-        q[idx] = x[idx]
-        tri_hit = broken[m.tris].any(axis=1)
-        edge_hit = broken[m.edges].any(axis=1)
-        args = (q, self.inv_mass, m, self.margin_m, self._cell(), path)
-        va, ta = cc.vertex_triangle_candidates(*args, rows=idx)
-        vb, tb = cc.vertex_triangle_candidates(*args, rows=np.flatnonzero(~broken), triangles=np.flatnonzero(tri_hit))
-        cand = self._cand
-        keep = ~(broken[cand.vt_vertex] | tri_hit[cand.vt_triangle])
-        cv = np.concatenate([cand.vt_vertex[keep], va, vb])
-        ct = np.concatenate([cand.vt_triangle[keep], ta, tb])
-        if self.edge_edge:
-            e_hit = np.flatnonzero(edge_hit)
-            ea1, eb1 = cc.edge_edge_candidates(*args, rows=e_hit)
-            ea2, eb2 = cc.edge_edge_candidates(*args, rows=np.flatnonzero(~edge_hit), others=e_hit)
-            keep_e = ~(edge_hit[cand.ee_a] | edge_hit[cand.ee_b])
-            ea = np.concatenate([cand.ee_a[keep_e], ea1, ea2])
-            eb = np.concatenate([cand.ee_b[keep_e], eb1, eb2])
-        else:
-            ea = eb = np.zeros(0, dtype=np.int64)
-        self._install(cv, ct, ea, eb)
-        self.last_stats["partial_detections"] += 1
-        self.last_stats["redetected_vertices"] += int(idx.shape[0])
-
-    def _install(self, cv, ct, ea, eb):
-        """Sort the pairs by key, give them their sides at the substep start (a pair found before
-        keeps its remembered side and held flag), and make them the candidate lists."""
-        x = self.x_start
-        vt_side = np.empty(cv.shape[0])
-        cc.initial_vt_sides(x, self.mesh.tris, cv, ct, vt_side)
-        ee_side = np.empty((ea.shape[0], 3))
-        cc.initial_ee_sides(x, self.mesh.edges, ea, eb, ee_side)
-        vt_keys = cv * self.mesh.tris.shape[0] + ct  # ascending: vertex order, triangles sorted below
-        order = np.argsort(vt_keys, kind="stable")
-        cv, ct, vt_side, vt_keys = cv[order], ct[order], vt_side[order], vt_keys[order]
-        ee_keys = ea * self.mesh.edges.shape[0] + eb
-        order = np.argsort(ee_keys, kind="stable")
-        ea, eb, ee_side, ee_keys = ea[order], eb[order], ee_side[order], ee_keys[order]
-        vt_held = np.zeros(cv.shape[0], dtype=np.bool_)
-        ee_held = np.zeros(ea.shape[0], dtype=np.bool_)
-        if self._cand is not None:
-            cc.carry_sides(self._vt_keys, self._cand.vt_side, self._cand.vt_held, vt_keys, vt_side, vt_held)
-            cc.carry_sides(self._ee_keys, self._cand.ee_side, self._cand.ee_held, ee_keys, ee_side, ee_held)
-        self._cand = cc.Candidates(
-            cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held, np.zeros(cv.shape[0]), np.zeros(ea.shape[0])
-        )
-        self._vt_keys, self._ee_keys = vt_keys, ee_keys
+    @property
+    def _cand(self) -> cc.Candidates | None:
+        return self.lists.cand
 
     def _count_pushing(self):
         """Per cloth, the pairs of the substep just solved that pushed (multiplier > 0), split into
@@ -336,17 +224,7 @@ class CollisionWorld:
     def _predicted(self):
         t0 = time.perf_counter()
         self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
-        if self._cand is None:
-            self._detect()
-        else:
-            self._since += 1
-            common = cc.path_deviations(self._x_det, self._det_step, self._since, self.x_start, self.x, self._deviation)
-            broken = (self._since + 1 > self._window) | (self._deviation > 0.5 * self.margin_m)
-            count = int(np.count_nonzero(broken))
-            if count and (not self.partial_detection or 3 * count > broken.shape[0]):
-                self._detect()
-            elif count:
-                self._detect_partial(broken, common)
+        self.lists.update(self.x_start, self.x, self.inv_mass, self.last_stats)
         t1 = time.perf_counter()
         self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self._cand)
         self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self._cand)

@@ -68,7 +68,8 @@ def test_sheet_dropped_on_a_sheet_resting_on_a_sphere_pushes_it_down():
     """Two-way: the lower sheet, resting on the sphere, is pressed down by the upper one landing
     on it (its mean height drops below the height it has alone at the same frame: measured up
     to ~7 mm at the landing) and the upper one stays outside it: no crossing at any frame, and
-    at the top the upper sheet lies a contact gap above the lower."""
+    at the top the upper sheet lies above the lower by at least half the contact gap at every
+    vertex (measured 4.6-6.7 mm at the last frame, the contact gap being 4 mm)."""
 
     def run(with_upper):
         lower = _sphere_cloth(*_sheet(0.31, n=20, size=0.9))
@@ -87,9 +88,29 @@ def test_sheet_dropped_on_a_sheet_resting_on_a_sphere_pushes_it_down():
     assert max(counts) == 0, counts
     assert (alone - pressed).max() > 3e-3, f"lower sheet mean height under the upper one: {alone - pressed}"
     lower, upper = world.cloths
-    top = np.linalg.norm(upper.positions[:, :2], axis=1) < 0.05
-    under = np.linalg.norm(lower.positions[:, :2], axis=1) < 0.05
-    assert upper.positions[top, 2].min() > lower.positions[under, 2].max() + 0.5 * THICKNESS
+    top = upper.positions[np.linalg.norm(upper.positions[:, :2], axis=1) < 0.05]
+    gaps = top[:, 2] - _height_below(lower.positions, lower.topology.triangles, top[:, :2])
+    assert gaps.min() > 0.5 * THICKNESS, f"upper sheet over the lower at the top (mm): {1e3 * gaps}"
+
+
+def _height_below(pos, tris, xy):
+    """Height of the sheet (pos, tris) straight below each point xy: the triangle whose
+    projection on the ground holds it, interpolated (2D barycentrics, NumPy); the sheet is
+    nearly level where it is asked (the top of the sphere), so this is its gap along the normal.
+    A single height at a point, unlike the highest vertex of a region: a wrinkle of the lower
+    sheet next to the point does not count against it."""
+    a, b, c = pos[tris[:, 0]], pos[tris[:, 1]], pos[tris[:, 2]]
+    heights = []
+    for p in xy:
+        v0, v1, v2 = b[:, :2] - a[:, :2], c[:, :2] - a[:, :2], p - a[:, :2]
+        den = v0[:, 0] * v1[:, 1] - v1[:, 0] * v0[:, 1]
+        v = (v2[:, 0] * v1[:, 1] - v1[:, 0] * v2[:, 1]) / den
+        w = (v0[:, 0] * v2[:, 1] - v2[:, 0] * v0[:, 1]) / den
+        inside = (v >= 0) & (w >= 0) & (v + w <= 1)
+        assert inside.any(), f"no triangle of the lower sheet below {p}"
+        z = (1 - v - w) * a[:, 2] + v * b[:, 2] + w * c[:, 2]
+        heights.append(z[inside].max())
+    return np.array(heights)
 
 
 def _ribbon(along, z, count=20, width=0.02):
@@ -180,7 +201,8 @@ def test_cape_on_a_rotating_body_never_crosses():
 
     counts, _ = _run(world, 30, targets)
     assert max(counts) == 0, counts
-    assert world.last_stats["detections"] >= 1
+    # the lists were still being renewed in the last frame (whole, or for the vertices off their paths)
+    assert world.last_stats["detections"] + world.last_stats["partial_detections"] >= 1
 
 
 def test_solver_intersection_count_matches_the_reference_on_a_crumpled_sheet():
