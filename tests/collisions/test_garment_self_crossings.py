@@ -4,8 +4,8 @@ torso and head, self-collision on, the bake's defaults), solver-only (devtools/g
 Crossings are counted by the independent reference (tests/intersection_reference.py) at every
 frame end. Not fixed yet (docs/design/cloth_contacts.md, "Crossings on the garment"): the sides first
 fold at frame 10, the body contacts (after the cloth contacts in every round) push the inner
-layer through the outer one, and what the last round leaves is kept: on this 32 x 32 sheet 19
-crossing pairs at frame 10, 1 from frame 11 on (48 x 48: 27, then 21-52 to frame 48). With 20
+layer through the outer one, and what the last round leaves is kept: on this 32 x 32 sheet 15
+crossing pairs at frame 10, 3 at frames 11-12 (48 x 48: 14, then 6-24 to frame 48). With 20
 substeps the same scene ends every frame uncrossed (48 x 48: 2 pairs at frame 9, undone by the
 next frame end).
 """
