@@ -158,7 +158,8 @@ class SelvedgeObjectSettings(PropertyGroup):
     )
     use_self_collision: BoolProperty(
         name="Self Collision",
-        description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart)",
+        description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart; "
+        "fast folds need 20 or more Substeps not to cross)",
         default=False,
     )
     use_cloth_collision: BoolProperty(
