@@ -100,15 +100,22 @@ def _ee_reference(x, path, mesh):
     return found, borderline
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_grid_finds_exactly_the_vertex_triangle_pairs_of_brute_force(seed):
+def _grid_pairs(seed, find):
+    """The folded sheet of ``seed`` and the set of pairs ``find`` (a candidate search) lists on it,
+    after checking that it lists none twice."""
     x, path, mesh = _folded_sheet(seed)
     cell = max(0.012, float(mesh.thickness.max()) + MARGIN)
-    rows, tris = cc.vertex_triangle_candidates(x, np.ones(len(x)), mesh, MARGIN, cell, path)
-    pairs = list(zip(rows.tolist(), tris.tolist()))
-    reference = _vt_reference(x, path, mesh)
+    first, second = find(x, np.ones(len(x)), mesh, MARGIN, cell, path)
+    pairs = list(zip(first.tolist(), second.tolist()))
     assert len(pairs) == len(set(pairs)), "a pair listed twice"
-    assert set(pairs) == reference
+    return x, path, mesh, cell, set(pairs)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_grid_finds_exactly_the_vertex_triangle_pairs_of_brute_force(seed):
+    x, path, mesh, cell, pairs = _grid_pairs(seed, cc.vertex_triangle_candidates)
+    reference = _vt_reference(x, path, mesh)
+    assert pairs == reference
     assert len(reference) > 300  # across the fold and in the plane
     # a subset of the vertices against a subset of the triangles: the pairs of the full list between them
     some_rows, some_tris = np.arange(0, len(x), 3), np.arange(0, len(mesh.tris), 2)
@@ -121,11 +128,7 @@ def test_grid_finds_exactly_the_vertex_triangle_pairs_of_brute_force(seed):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_grid_finds_exactly_the_edge_edge_pairs_of_brute_force(seed):
-    x, path, mesh = _folded_sheet(seed)
-    cell = max(0.012, float(mesh.thickness.max()) + MARGIN)
-    first, second = cc.edge_edge_candidates(x, np.ones(len(x)), mesh, MARGIN, cell, path)
-    pairs = list(zip(first.tolist(), second.tolist()))
+    x, path, mesh, _, pairs = _grid_pairs(seed, cc.edge_edge_candidates)
     reference, borderline = _ee_reference(x, path, mesh)
-    assert len(pairs) == len(set(pairs)), "a pair listed twice"
-    assert set(pairs) - borderline == reference
+    assert pairs - borderline == reference
     assert len(reference) > 500 and len(borderline) < 0.01 * len(reference)
