@@ -86,6 +86,7 @@ import bpy
 import numpy as np
 from _vs_blender_self_collision import self_collision_summaries, write_self_collision_docs
 from cloth_checks import crossing_pairs
+from garment_scene import GARMENT_GAP, HEAD_RADIUS, HEAD_Z, TORSO_RADIUS, TORSO_Z0, TORSO_Z1
 from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
@@ -391,10 +392,7 @@ def run_blender_cloth_garment(
 
 
 # ----------------------------------------------------------------------------------------------
-# Garment on a body (shared scene)
-TORSO_RADIUS, TORSO_Z0, TORSO_Z1 = 0.2, 0.7, 1.3
-HEAD_RADIUS, HEAD_Z = 0.12, 1.45
-GARMENT_GAP = 0.08
+# Garment on a body (shared scene; the body's sizes are devtools/garment_scene.py's, which builds it without Blender)
 
 
 def garment_scene(grid: int, size: float, frames: int):

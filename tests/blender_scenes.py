@@ -145,14 +145,13 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
     solver's world positions per frame, the pin targets (world) per frame and the solver.
     ``hooked``: ``(vertex, empty)`` for a vertex moved by a Hook modifier bound at the first
     frame; its target is computed from the empty's matrices, E(f) E(first)^-1 x_rest.
-    ``in_world``: the bake stepped the cloth in a collision world (it then keeps the triangle graph
-    of its stretch limit: no quad diagonals).
+    ``in_world``: the bake stepped the cloth in a collision world (``scene_read.cloth_options``).
     """
     import bpy
 
     from selvedge import solver
     from selvedge.operators import scene_to_solver as s2s
-    from selvedge.operators.bake.scene_read import has_polygons
+    from selvedge.operators.bake.scene_read import cloth_options
 
     scene = bpy.context.scene
     mesh = obj.data
@@ -177,7 +176,7 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
         world[first] * unit,
         tris,
         material=s2s.material_from_settings(obj.selvedge),
-        options=s2s.options_from_settings(obj.selvedge, has_polygons(obj) and not in_world),
+        options=cloth_options(obj, in_world),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
         pin_weights=pins,
         uvs=uvs,

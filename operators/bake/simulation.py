@@ -21,7 +21,6 @@ from ..scene_to_solver import (
     aerodynamics_from_settings,
     frame_range,
     material_from_settings,
-    options_from_settings,
     pressure_from_settings,
     settings_dict,
     sewing_from_settings,
@@ -35,7 +34,7 @@ from .scene_read import (
     EvaluatedReader,
     baked_shape_key_names,
     cloth_objects,
-    has_polygons,
+    cloth_options,
     read_topology,
     to_object_space,
 )
@@ -125,10 +124,7 @@ class Simulation:
                 reader = EvaluatedReader(obj)
                 rest, matrix = reader.world_positions(depsgraph)
                 material = material_from_settings(obj.selvedge)
-                # a cloth in a collision world keeps the triangle graph for now: with the quads'
-                # diagonals its landing is faster and the contacts miss a fast fold (the layered
-                # garments test: 4-5 self-crossing pairs at one frame); docs/design/stiff_fabric.md
-                options = options_from_settings(obj.selvedge, has_polygons(obj) and index not in members)
+                options = cloth_options(obj, index in members)
                 s = obj.selvedge
                 settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
                 fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)

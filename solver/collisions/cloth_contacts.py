@@ -58,8 +58,6 @@ class ContactMesh(NamedTuple):
     friction: np.ndarray  # (N,) Coulomb coefficient of the cloth
     self_ok: np.ndarray  # (C,) bool: the cloth collides with itself
     cross_ok: np.ndarray  # (C,) bool: the cloth collides with the other cloths
-    excl_offsets: np.ndarray  # CSR of the vertices within two mesh hops of each vertex
-    excl: np.ndarray
     rest: np.ndarray  # (N, 3) rest positions: pairs closer than their contact distance at rest are skipped
 
 
@@ -169,21 +167,6 @@ def _travel(x_start, x_pred, i):
 
 
 @njit(inline="always", **_JIT)
-def _in_ring(i, j, excl_offsets, excl):
-    """j is i or within two mesh hops of it (sorted ring lists: binary search)."""
-    if i == j:
-        return True
-    lo, hi = excl_offsets[i], excl_offsets[i + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if excl[mid] < j:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < excl_offsets[i + 1] and excl[lo] == j
-
-
-@njit(inline="always", **_JIT)
 def _pair_allowed(i, j, cloth, self_ok, cross_ok):
     ci, cj = cloth[i], cloth[j]
     if ci == cj:
@@ -258,8 +241,6 @@ def _vt_fill(
     cloth,
     self_ok,
     cross_ok,
-    excl_offsets,
-    excl,
     rest,
     margin,
     path,
@@ -381,8 +362,6 @@ def _ee_fill(
     cloth,
     self_ok,
     cross_ok,
-    excl_offsets,
-    excl,
     rest,
     margin,
     path,
@@ -483,7 +462,7 @@ def _gather(fill, args, rows, cap):
         wide = np.empty((rows.shape[0], worst), dtype=np.int64)
         wide[:, :cap] = out
         again = np.empty((over.shape[0], worst), dtype=np.int64)
-        fill(*args, np.ascontiguousarray(rows[over]), again, counts[over].copy())
+        fill(*args, np.ascontiguousarray(rows[over]), again, counts[over])
         wide[over] = again
         out, cap = wide, worst
     mask = np.arange(cap)[None, :] < counts[:, None]
@@ -511,8 +490,6 @@ def _candidates(fill, prims, rows, x, inv_mass, mesh: ContactMesh, margin, cell,
         mesh.cloth,
         mesh.self_ok,
         mesh.cross_ok,
-        mesh.excl_offsets,
-        mesh.excl,
         mesh.rest,
         float(margin),
         path,

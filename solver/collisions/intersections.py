@@ -2,8 +2,8 @@
 
 Two triangles that share no vertex intersect when an edge of one passes through the other
 (Moeller-Trumbore ray-triangle test restricted to the segment; coplanar touching is not
-counted). Candidate pairs come from a hash grid of the triangles' boxes; each pair is counted
-once, in the cell that holds the low corner of the overlap of the two boxes.
+counted). Candidate pairs come from a hash grid of the triangles' box centres
+(:func:`.hash_grid.hash_box_centres`), where each pair is met once.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, ext
         per_triangle[s] = count
 
 
-def count_intersections(x, tris, *_unused) -> int:
+def count_intersections(x, tris) -> int:
     """Number of pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x."""
     nt = tris.shape[0]
     if nt < 2:

@@ -33,7 +33,6 @@ from ..errors import ClothInputError, SimulationError
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
 from .intersections import count_intersections as _count_intersections
-from .self_contact import two_hop_lists
 
 #: Substeps from which a self-colliding cloth's fast folds were measured to stay uncrossed: a 48 x 48
 #: sheet draped over a body crosses itself in up to 14-24 triangle pairs a frame from the first
@@ -164,7 +163,6 @@ class CollisionWorld:
         tris = tris[~np.concatenate([c.topology.degenerate_triangle for c in self.cloths])]
         edges = np.concatenate([c.topology.edges + self.offsets[k] for k, c in enumerate(self.cloths)])
         per_vertex = lambda values, dtype: np.repeat(np.asarray(values, dtype=dtype), sizes)
-        excl_offsets, excl = two_hop_lists(n, np.ascontiguousarray(edges, dtype=np.int64))
         self.mesh = cc.ContactMesh(
             tris=np.ascontiguousarray(tris, dtype=np.int64),
             edges=np.ascontiguousarray(edges, dtype=np.int64),
@@ -174,8 +172,6 @@ class CollisionWorld:
             friction=per_vertex([s.friction for s in self.collisions], np.float64),
             self_ok=np.array([s.self_collision for s in self.collisions], dtype=np.bool_),
             cross_ok=np.array([s.collide_with_cloths for s in self.collisions], dtype=np.bool_),
-            excl_offsets=excl_offsets,
-            excl=excl,
             rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])),
         )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
@@ -205,16 +201,12 @@ class CollisionWorld:
     def partial_detection(self, on: bool) -> None:
         self.lists.partial_detection = bool(on)
 
-    @property
-    def _cand(self) -> cc.Candidates | None:
-        return self.lists.cand
-
     def _count_pushing(self):
         """Per cloth, the pairs of the substep just solved that pushed (multiplier > 0), split into
         pairs with another cloth and pairs within the cloth (a cross pair counts for both cloths);
         the frame keeps the largest count of its substeps (``last_pushing_pairs_max``)."""
         k = len(self.cloths)
-        owner, cand = self.mesh.cloth, self._cand
+        owner, cand = self.mesh.cloth, self.lists.cand
         if cand is None:
             return
         vt = self._vt_rows[self._vt_lam > 0.0]
@@ -233,8 +225,8 @@ class CollisionWorld:
         self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
         self.lists.update(self.x_start, self.x, self.inv_mass, self.last_stats)
         t1 = time.perf_counter()
-        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self._cand)
-        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self._cand)
+        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand)
+        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand)
         self._vt_lam = np.zeros(self._vt_rows.shape[0])
         self._ee_lam = np.zeros(self._ee_rows.shape[0])
         st = self.last_stats
@@ -246,7 +238,7 @@ class CollisionWorld:
 
     def _solve(self):
         t0 = time.perf_counter()
-        m, cand = self.mesh, self._cand
+        m, cand = self.mesh, self.lists.cand
         pushed = 0
         if self._vt_rows.shape[0]:
             pushed += cc.solve_vertex_triangle(
@@ -338,8 +330,8 @@ class CollisionWorld:
                 self._predicted()
             elif tags[0] == "contacts":
                 self._solve()
-            elif tags[0] == "substep_end" and self._cand is not None and self._push_cloths:
-                m, cand = self.mesh, self._cand
+            elif tags[0] == "substep_end" and self.lists.cand is not None and self._push_cloths:
+                m, cand = self.mesh, self.lists.cand
                 cc.add_push_normals(
                     self.x,
                     m.tris,
@@ -369,13 +361,11 @@ class CollisionWorld:
             raise SimulationError(f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)")
         if self.count_intersections:
             t0 = time.perf_counter()
-            self.last_stats["intersections"] = int(
-                _count_intersections(self.x, self.mesh.tris, self.mesh.cloth, self.mesh.excl_offsets, self.mesh.excl)
-            )
+            self.last_stats["intersections"] = int(_count_intersections(self.x, self.mesh.tris))
             self._tick("intersection_count", time.perf_counter() - t0)
-        if self._cand is not None:
-            self.last_stats["vertex_triangle_candidates"] = int(self._cand.vt_vertex.shape[0])
-            self.last_stats["edge_edge_candidates"] = int(self._cand.ee_a.shape[0])
+        if self.lists.cand is not None:
+            self.last_stats["vertex_triangle_candidates"] = int(self.lists.cand.vt_vertex.shape[0])
+            self.last_stats["edge_edge_candidates"] = int(self.lists.cand.ee_a.shape[0])
         self._timings["world_total"] = time.perf_counter() - t_frame
         self.last_timings_ms = {k: 1e3 * v for k, v in self._timings.items()}
         diags = [c._commit_step(s) for c, s in zip(self.cloths, states)]

@@ -25,7 +25,7 @@ from blender_scenes import fresh_blender, mesh_co
 from selvedge import solver
 from selvedge.operators import bake
 from selvedge.operators import scene_to_solver as s2s
-from selvedge.operators.bake.scene_read import has_polygons
+from selvedge.operators.bake.scene_read import cloth_options
 from selvedge.solver.collisions import Box, Colliders
 
 FIRST, LAST = 1, 12
@@ -167,7 +167,7 @@ def test_keyframed_box_carries_the_cloth_like_a_direct_solver_run(cache_dir):
         rest,
         tris,
         material=material,
-        options=s2s.options_from_settings(cloth.selvedge, has_polygons(cloth)),
+        options=cloth_options(cloth, in_world=False),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
         uvs=uvs,
         contact_handler=contacts,
@@ -283,8 +283,7 @@ def test_self_collision_flag_keeps_layers_apart_like_a_direct_solver_run(cache_d
         mesh_co(mesh).astype(np.float64),
         tris,
         material=material,
-        # (in a collision world the bake keeps the triangle graph: no quad diagonals)
-        options=s2s.options_from_settings(cloth.selvedge, has_polygons(cloth) and not self_collision),
+        options=cloth_options(cloth, in_world=self_collision),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps),
         uvs=uvs,
         contact_handler=contacts,

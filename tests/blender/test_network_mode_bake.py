@@ -15,7 +15,7 @@ from blender_scenes import fresh_blender
 from selvedge import solver
 from selvedge.models.coupling import attach
 from selvedge.operators import scene_to_solver as s2s
-from selvedge.operators.bake.scene_read import has_polygons
+from selvedge.operators.bake.scene_read import cloth_options
 from selvedge.solver.io_pc2 import read_pc2
 
 FIRST, LAST = 1, 7
@@ -56,7 +56,7 @@ def direct_run(obj, mode):
         world,
         tris,
         material=s2s.material_from_settings(obj.selvedge),
-        options=s2s.options_from_settings(obj.selvedge, has_polygons(obj)),
+        options=cloth_options(obj, in_world=False),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
         pin_weights=pins,
         uvs=uvs,
