@@ -159,7 +159,7 @@ class SelvedgeObjectSettings(PropertyGroup):
     use_self_collision: BoolProperty(
         name="Self Collision",
         description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart; "
-        "fast folds need 20 or more Substeps not to cross)",
+        "a frame whose fast folds cross is run again with 2 or 4 times the Substeps)",
         default=False,
     )
     use_cloth_collision: BoolProperty(

@@ -302,6 +302,8 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
                 text=f"Crossing triangle pairs: {stats['intersections']} (most in a frame {stats['intersections_max']})",
                 icon="ERROR" if stats["intersections_max"] else "CHECKMARK",
             )
+            if stats.get("frames_refined"):
+                col.label(text=f"Frames run again with more substeps: {stats['frames_refined']}")
 
 
 CLASSES = (

@@ -829,7 +829,9 @@ class Cloth:
         bad = kn.first_bad_vertex(self.x, self.v, self.settings.max_speed_m_s)
         if bad >= 0:
             self.contact_push[:] = state.contact_push
-            cause = self._diagnose(state.snapshot, state.frame_dt, state.kinematic_end, state.soft_end, bad)
+            cause = self._diagnose(
+                state.snapshot, state.frame_dt, state.kinematic_end, state.soft_end, bad, state.substep_scale
+            )
             return f"frame {self.frame + 1}: {cause}; the frame was rolled back"
         strain = self.edge_strain()
         worst_edge = int(np.argmax(strain))
@@ -838,7 +840,7 @@ class Cloth:
             return (
                 f"frame {self.frame + 1}: edge {a}-{b} stretched to {100 * strain[worst_edge]:.0f} % "
                 f"(limit {100 * self.settings.max_strain:.0f} %): the budget cannot hold this cloth together; "
-                f"raise substeps (now {self.settings.substeps}); the frame was rolled back"
+                f"raise substeps (now {self.settings.substeps * state.substep_scale}); the frame was rolled back"
             )
         state.strain = strain
         return None
@@ -854,17 +856,17 @@ class Cloth:
         self.time_s += state.frame_dt
         state.timings["total"] = time.perf_counter() - state.t_frame
         t0 = time.perf_counter()
-        diag = self._diagnostics(state.frame_dt / self.settings.substeps, state.strain)
+        diag = self._diagnostics(state.frame_dt / (self.settings.substeps * state.substep_scale), state.strain)
         state.timings["diagnostics"] = time.perf_counter() - t0
         diag.timings_ms = {k: 1e3 * v for k, v in state.timings.items()}
         self.history.append(diag)
         return diag
 
-    def _diagnose(self, snapshot, frame_dt, kinematic_end, soft_end, bad_vertex) -> str:
+    def _diagnose(self, snapshot, frame_dt, kinematic_end, soft_end, bad_vertex, substep_scale=1) -> str:
         """Replay the failed frame with a check after every phase to name the first bad one."""
         self.x[:], self.v[:] = snapshot
         try:
-            for _ in self._frame_phases(frame_dt, kinematic_end, soft_end, {}, True):
+            for _ in self._frame_phases(frame_dt, kinematic_end, soft_end, {}, True, substep_scale):
                 pass
         except _PhaseFailure as failure:
             return str(failure)
@@ -882,14 +884,15 @@ class Cloth:
                 f"(limit {self.settings.max_speed_m_s} m/s)"
             )
 
-    def _frame_phases(self, frame_dt, kinematic_end, soft_end, timings, check_phases):
+    def _frame_phases(self, frame_dt, kinematic_end, soft_end, timings, check_phases, substep_scale=1):
         """Run one frame; a generator that yields at the sync points a :class:`CollisionWorld`
         needs to step several cloths in lockstep: ``"predicted"`` after each substep's prediction
         (and the handler's narrow phase), ``"contacts"`` after each iteration's elastic sets, before
         the handler's body contacts (``contact_rounds`` times), ``"substep_end"`` after the
-        velocity update. Stepped to the end alone, it is the frame of :meth:`step`."""
+        velocity update. Stepped to the end alone, it is the frame of :meth:`step`. The frame runs
+        ``settings.substeps * substep_scale`` substeps (a world's retry of a crossed frame)."""
         s = self.settings
-        n_sub = s.substeps
+        n_sub = s.substeps * int(substep_scale)
         h = frame_dt / n_sub
         gravity = np.asarray(s.gravity_m_s2, dtype=np.float64)
         wind = np.asarray(s.wind_m_s, dtype=np.float64)
@@ -910,7 +913,7 @@ class Cloth:
             handler.begin_frame(self.x, self.v, self.inv_mass, frame_dt)
             tick("contacts_broad_phase", t0)
         soft_set = next((c for c in sets if c.kind == "soft_pin"), None)
-        fused = None if check_phases or self.in_world else self._fused_schedule()
+        fused = None if check_phases or self.in_world or n_sub != s.substeps else self._fused_schedule()
         if fused is not None:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
@@ -1171,3 +1174,6 @@ class _StepState:
     #: the contact pushes at the frame start (restored with the snapshot)
     contact_push: np.ndarray | None = None
     strain: np.ndarray | None = None
+    #: the frame runs ``settings.substeps * substep_scale`` substeps (a collision world's retry of a
+    #: frame that left new crossings, :class:`.collisions.world.CollisionWorld`)
+    substep_scale: int = 1

@@ -26,30 +26,21 @@ if TYPE_CHECKING:
     from ...solver.collisions.world import CollisionWorld
 
 
-def world_members(objects, network_mode: str, substeps: int) -> tuple[list[int], list[str]]:
+def world_members(objects, network_mode: str) -> tuple[list[int], list[str]]:
     """Indices of ``objects`` (the bake's cloth objects) that go into the collision world, and warnings.
 
     A cloth joins when it collides with itself, or with the other cloths while at least one other
-    cloth does too; none join in a learned-network bake (see the module docstring). Self-collision
-    below ``SELF_COLLISION_SUBSTEPS_MIN`` substeps gets a warning: fast folds can stay crossed.
+    cloth does too; none join in a learned-network bake (see the module docstring). A frame whose
+    fast folds cross is run again by the world with more substeps (``CollisionWorld``'s
+    ``crossing_refinements``), so self-collision needs no substep count of its own.
     """
-    from ...solver.collisions.world import SELF_COLLISION_SUBSTEPS_MIN
-
     crossing = [k for k, o in enumerate(objects) if o.selvedge.use_cloth_collision]
     if len(crossing) < 2:
         crossing = []
     selfish = [k for k, o in enumerate(objects) if o.selvedge.use_self_collision]
     members = sorted(set(crossing) | set(selfish))
     if network_mode == "OFF" or not members:
-        warnings = []
-        if selfish and substeps < SELF_COLLISION_SUBSTEPS_MIN:
-            warnings.append(
-                f"Self Collision at {substeps} substeps: fast folds of {', '.join(objects[k].name for k in selfish)} "
-                f"can pass through each other and stay crossed (a sheet draped over a body: up to 14-24 crossing "
-                f"triangle pairs a frame at 10 substeps, none left at 20); raise Substeps to "
-                f"{SELF_COLLISION_SUBSTEPS_MIN} (the sidecar counts the crossings of every frame)"
-            )
-        return members, warnings
+        return members, []
     warnings = []
     if crossing:
         warnings.append(

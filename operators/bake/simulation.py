@@ -114,7 +114,7 @@ class Simulation:
         self.runs: list[ClothRun] = []
         self._groups: dict = {}
         self.world: BakeWorld | None = None
-        members, world_warnings = world_members(objects, scene.selvedge.network_mode, scene.selvedge.substeps)
+        members, world_warnings = world_members(objects, scene.selvedge.network_mode)
         try:
             scene.frame_set(self.first)
             depsgraph = context.evaluated_depsgraph_get()

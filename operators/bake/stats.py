@@ -17,7 +17,8 @@ def last_bake_stats(obj) -> dict | None:
     strain and time are those of the last frame; None when there is no readable sidecar. A cloth
     baked in a collision world adds ``cloth_cloth_contacts`` and ``self_contacts`` (pairs that
     pushed in one substep, the most over the last frame) and ``intersections`` (crossing triangle
-    pairs of the world's cloths: at the last frame, and ``intersections_max`` over all frames).
+    pairs of the world's cloths: at the last frame, and ``intersections_max`` over all frames) and
+    ``frames_refined`` (frames the world ran again with more substeps because they crossed).
     """
     stored = obj.selvedge.bake_sidecar_file
     if not stored:
@@ -48,6 +49,7 @@ def last_bake_stats(obj) -> dict | None:
                 stats["self_contacts"] = contacts.get("self_pushing_pairs_max", 0)
                 stats["intersections"] = contacts["cloth_intersections"]
                 stats["intersections_max"] = max(f.get("contacts", {}).get("cloth_intersections", 0) for f in frames)
+                stats["frames_refined"] = sum(f.get("contacts", {}).get("cloth_substep_scale", 1) > 1 for f in frames)
             _STATS_CACHE.clear()
             _STATS_CACHE[key] = stats
         except (OSError, ValueError, KeyError):

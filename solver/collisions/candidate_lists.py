@@ -53,6 +53,19 @@ class CandidateLists:
         self._window = np.zeros(n, dtype=np.int64)
         self._deviation = np.zeros(n)
 
+    _STATE = ("cand", "_vt_keys", "_ee_keys", "_x_det", "_det_step", "_since", "_window", "_deviation")
+
+    def snapshot(self) -> tuple:
+        """The lists' state (copies), for :meth:`restore`: a frame run again starts from the lists,
+        paths and remembered sides its first run started from (a crossed run refreshes sides)."""
+        copy = lambda value: value.copy() if isinstance(value, np.ndarray) else value
+        cand = None if self.cand is None else type(self.cand)(*(copy(a) for a in self.cand))
+        return (cand,) + tuple(copy(getattr(self, name)) for name in self._STATE[1:])
+
+    def restore(self, state: tuple) -> None:
+        for name, value in zip(self._STATE, state):
+            setattr(self, name, value)
+
     def update(self, x_start, x_pred, inv_mass, stats: dict) -> None:
         """Before a substep's narrow phase (``x_start``: positions at the substep start,
         ``x_pred``: predicted): detect again (all pairs, or the pairs of the vertices that left

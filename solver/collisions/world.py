@@ -14,7 +14,10 @@ A frame::
         per iteration: elastic sets  -> world: cloth contacts, then the cloth's body contacts,
                                                ``contact_rounds`` times (the body last)
         velocities, friction
-    every cloth checked; one failure rolls every cloth back; then every cloth commits
+    every cloth checked; one failure rolls every cloth back
+    crossings counted: more than at the frame start -> every cloth (and the candidate lists) back
+        to the frame start, the frame again at twice the substeps (``crossing_refinements`` times)
+    every cloth commits
 
 The candidate lists and their windows of substeps: :mod:`.candidate_lists`.
 """
@@ -33,13 +36,6 @@ from ..errors import ClothInputError, SimulationError
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
 from .intersections import count_intersections as _count_intersections
-
-#: Substeps from which a self-colliding cloth's fast folds were measured to stay uncrossed: a 48 x 48
-#: sheet draped over a body crosses itself in up to 14-24 triangle pairs a frame from the first
-#: fold at 10 substeps and keeps some (12 at 15 substeps); at 20, 2 pairs at one frame, undone by
-#: the next (the body contacts push the folding sides through each other; docs/design/
-#: cloth_contacts.md, "Crossings on the garment"). The bake warns below it.
-SELF_COLLISION_SUBSTEPS_MIN = 20
 
 
 @dataclass
@@ -86,6 +82,12 @@ class CollisionWorld:
     their paths, re-detect only their pairs (:meth:`.CandidateLists.detect_partial`) instead of
     the whole list.
 
+    ``crossing_refinements``: a frame that ends with more crossing triangle pairs than it started
+    with is rolled back and run again with twice the substeps, up to this many times (2: at most 4x
+    the substeps; 0 = off). Turning it on counts the crossings at every frame end. The cause it
+    answers: a fast fold at too few substeps (docs/design/cloth_contacts.md, "Crossings on the
+    garment"), paid for only in the frames that fold.
+
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
     with two rounds, in none with four.
@@ -103,6 +105,7 @@ class CollisionWorld:
         edge_edge: bool = True,
         depenetration_m_s: float = 0.5,
         partial_detection: bool = True,
+        crossing_refinements: int = 2,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -129,11 +132,16 @@ class CollisionWorld:
             raise ClothInputError(f"contact_rounds must be an integer >= 1, got {contact_rounds!r}")
         if not (math.isfinite(depenetration_m_s) and depenetration_m_s >= 0.0):
             raise ClothInputError(f"depenetration_m_s must be finite and >= 0, got {depenetration_m_s}")
+        if not (isinstance(crossing_refinements, (int, np.integer)) and 0 <= crossing_refinements <= 4):
+            raise ClothInputError(f"crossing_refinements must be an integer from 0 to 4, got {crossing_refinements!r}")
+        self.crossing_refinements = int(crossing_refinements)
+        #: crossing triangle pairs at the end of the last frame (None: not counted yet)
+        self._crossings: int | None = None
         self.depenetration_m_s = float(depenetration_m_s)
         self._depenetration_m = 0.0
         self.layer_mass_scale = float(layer_mass_scale)
         self.contact_rounds = int(contact_rounds)
-        self.count_intersections = bool(count_intersections)
+        self.count_intersections = bool(count_intersections) or self.crossing_refinements > 0
         self.edge_edge = bool(edge_edge)
 
         sizes = [c.x.shape[0] for c in self.cloths]
@@ -281,45 +289,24 @@ class CollisionWorld:
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
 
-    def _tick(self, key, seconds):
-        self._timings[key] = self._timings.get(key, 0.0) + seconds
+    def _count_crossings(self) -> int:
+        t0 = time.perf_counter()
+        count = int(_count_intersections(self.x, self.mesh.tris))
+        self._tick("intersection_count", time.perf_counter() - t0)
+        return count
 
-    # ------------------------------------------------------------------------------------------
-    def step(self, pin_targets=None, frame_dt: float | None = None) -> list[FrameDiagnostics]:
-        """Advance every cloth one frame. ``pin_targets``: None or one entry per cloth (None or
-        that cloth's targets, as :meth:`Cloth.step` takes them). A cloth whose frame fails rolls
-        every cloth back (:class:`SimulationError` naming it)."""
-        targets = [None] * len(self.cloths) if pin_targets is None else list(pin_targets)
-        if len(targets) != len(self.cloths):
-            raise ClothInputError(
-                f"pin_targets: {len(self.cloths)} entries expected (one per cloth), got {len(targets)}"
-            )
-        if not _SOLVER_LOCK.acquire(blocking=False):
-            raise RuntimeError("the Selvedge solver is already running in another thread; step one world at a time")
-        try:
-            return self._step_locked(targets, frame_dt)
-        finally:
-            _SOLVER_LOCK.release()
-
-    def _step_locked(self, targets, frame_dt):
-        states = [c._begin_step(t, frame_dt) for c, t in zip(self.cloths, targets)]
-        self._depenetration_m = self.depenetration_m_s * states[0].frame_dt / self.cloths[0].settings.substeps
-        self._timings = {}
-        self.last_stats = {
-            "detections": 0,
-            "partial_detections": 0,
-            "redetected_vertices": 0,
-            "vertex_triangle_active_max": 0,
-            "edge_edge_active_max": 0,
-            "pushes": 0,
-        }
+    def _run_frame(self, states, scale: int) -> None:
+        """Every cloth's frame phases in lockstep, ``scale`` times the substeps, the world's
+        contacts at the sync points (see the module docstring)."""
+        for s in states:
+            s.substep_scale = scale
+        self._depenetration_m = self.depenetration_m_s * states[0].frame_dt / (self.cloths[0].settings.substeps * scale)
         for counts in self.last_pushing_pairs_max.values():
             counts[:] = 0
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)  # (the last frame's were counted)
         self._vt_lam = self._ee_lam = np.zeros(0)
-        t_frame = time.perf_counter()
         phases = [
-            c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False)
+            c._frame_phases(s.frame_dt, s.kinematic_end, s.soft_end, s.timings, False, scale)
             for c, s in zip(self.cloths, states)
         ]
         while True:
@@ -352,17 +339,69 @@ class CollisionWorld:
                     if k not in self._push_cloths:
                         self.contact_push[self.offsets[k] : self.offsets[k + 1]] = 0.0
         self._count_pushing()  # the last substep's pairs
-        failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
-        failures = [(k, f) for k, f in failures if f is not None]
-        if failures:
-            for c, s in zip(self.cloths, states):
+
+    def _tick(self, key, seconds):
+        self._timings[key] = self._timings.get(key, 0.0) + seconds
+
+    # ------------------------------------------------------------------------------------------
+    def step(self, pin_targets=None, frame_dt: float | None = None) -> list[FrameDiagnostics]:
+        """Advance every cloth one frame. ``pin_targets``: None or one entry per cloth (None or
+        that cloth's targets, as :meth:`Cloth.step` takes them). A cloth whose frame fails rolls
+        every cloth back (:class:`SimulationError` naming it)."""
+        targets = [None] * len(self.cloths) if pin_targets is None else list(pin_targets)
+        if len(targets) != len(self.cloths):
+            raise ClothInputError(
+                f"pin_targets: {len(self.cloths)} entries expected (one per cloth), got {len(targets)}"
+            )
+        if not _SOLVER_LOCK.acquire(blocking=False):
+            raise RuntimeError("the Selvedge solver is already running in another thread; step one world at a time")
+        try:
+            return self._step_locked(targets, frame_dt)
+        finally:
+            _SOLVER_LOCK.release()
+
+    def _step_locked(self, targets, frame_dt):
+        states = [c._begin_step(t, frame_dt) for c, t in zip(self.cloths, targets)]
+        self._timings = {}
+        self.last_stats = {
+            "detections": 0,
+            "partial_detections": 0,
+            "redetected_vertices": 0,
+            "vertex_triangle_active_max": 0,
+            "edge_edge_active_max": 0,
+            "pushes": 0,
+        }
+        t_frame = time.perf_counter()
+        if self.crossing_refinements and self._crossings is None:
+            self._crossings = self._count_crossings()  # the first frame's start
+        lists_start = self.lists.snapshot() if self.crossing_refinements else None
+        scale = 1
+        while True:
+            self._run_frame(states, scale)
+            failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
+            failures = [(k, f) for k, f in failures if f is not None]
+            if failures:
+                for c, s in zip(self.cloths, states):
+                    c._roll_back(s)
+                if lists_start is not None:
+                    self.lists.restore(lists_start)
+                k, why = failures[0]
+                raise SimulationError(
+                    f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)"
+                )
+            if self.count_intersections:
+                crossings = self._count_crossings()
+                self.last_stats["intersections"] = crossings
+            if scale >= 2**self.crossing_refinements or crossings <= self._crossings:
+                break
+            for c, s in zip(self.cloths, states):  # new crossings: the frame again, twice the substeps
                 c._roll_back(s)
-            k, why = failures[0]
-            raise SimulationError(f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)")
-        if self.count_intersections:
-            t0 = time.perf_counter()
-            self.last_stats["intersections"] = int(_count_intersections(self.x, self.mesh.tris))
-            self._tick("intersection_count", time.perf_counter() - t0)
+            self.lists.restore(lists_start)
+            lists_start = self.lists.snapshot()
+            scale *= 2
+        self.last_stats["substep_scale"] = scale
+        if self.crossing_refinements:
+            self._crossings = crossings
         if self.lists.cand is not None:
             self.last_stats["vertex_triangle_candidates"] = int(self.lists.cand.vt_vertex.shape[0])
             self.last_stats["edge_edge_candidates"] = int(self.lists.cand.ee_a.shape[0])
