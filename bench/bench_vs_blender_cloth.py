@@ -500,13 +500,14 @@ def run_selvedge(
         obj, body = made if garment else (made, None)
         rest_world = evaluated_world(obj)
         job = CacheBake(bpy.context, log=quiet)
-        ms, solver_crossings = [], []
+        ms, solver_crossings, scales = [], [], []
         while True:
             t0 = time.perf_counter()
             more = job.step()
             ms.append(1e3 * (time.perf_counter() - t0))
             if job.sim.world is not None:
                 solver_crossings.append(job.sim.world.world.last_stats.get("intersections", 0))
+                scales.append(job.sim.world.world.last_stats.get("substep_scale", 1))
             if not more:
                 break
         job.finish()
@@ -540,6 +541,8 @@ def run_selvedge(
         result["solver_reported_strain_max"] = max(solver_strain)
         if solver_crossings:  # the collision world's own count, on the solver's triangles
             result["solver_reported_crossings_max"] = max(solver_crossings)
+            # frames the world ran again with more substeps because they crossed (their time is in ms)
+            result["frames_run_again"] = sum(k > 1 for k in scales)
     return result
 
 

@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
-from .cloth_contacts import _hash, primitive_boxes
+from .candidate_search import _hash, primitive_boxes
 from .hash_grid import cell_hash, centre_query_cells
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, grid_mesh
-from selvedge.solver.collisions import cloth_contacts as cc
+from selvedge.solver.collisions import candidate_search as cs
 from selvedge.solver.collisions.geometry import closest_on_triangle
 from selvedge.solver.collisions.world import CollisionWorld
 
@@ -113,22 +113,32 @@ def _grid_pairs(seed, find):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_grid_finds_exactly_the_vertex_triangle_pairs_of_brute_force(seed):
-    x, path, mesh, cell, pairs = _grid_pairs(seed, cc.vertex_triangle_candidates)
+    x, path, mesh, cell, pairs = _grid_pairs(seed, cs.vertex_triangle_candidates)
     reference = _vt_reference(x, path, mesh)
     assert pairs == reference
     assert len(reference) > 300  # across the fold and in the plane
     # a subset of the vertices against a subset of the triangles: the pairs of the full list between them
     some_rows, some_tris = np.arange(0, len(x), 3), np.arange(0, len(mesh.tris), 2)
-    rows, tris = cc.vertex_triangle_candidates(
+    rows, tris = cs.vertex_triangle_candidates(
         x, np.ones(len(x)), mesh, MARGIN, cell, path, rows=some_rows, triangles=some_tris
     )
     expected = {(i, t) for i, t in reference if i % 3 == 0 and t % 2 == 0}
     assert set(zip(rows.tolist(), tris.tolist())) == expected
+    # the same from the triangles' side (a partial re-detection: a few triangles, many vertices)
+    verts, tris = cs.triangle_vertex_candidates(x, np.ones(len(x)), mesh, MARGIN, cell, path, some_tris, some_rows)
+    found = list(zip(verts.tolist(), tris.tolist()))
+    assert len(found) == len(set(found)) and set(found) == expected
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_grid_finds_exactly_the_edge_edge_pairs_of_brute_force(seed):
-    x, path, mesh, _, pairs = _grid_pairs(seed, cc.edge_edge_candidates)
+    x, path, mesh, cell, pairs = _grid_pairs(seed, cs.edge_edge_candidates)
     reference, borderline = _ee_reference(x, path, mesh)
     assert pairs - borderline == reference
     assert len(reference) > 500 and len(borderline) < 0.01 * len(reference)
+    # the pairs with at least one edge of a subset (a partial re-detection), each once, as (lower, higher)
+    some = np.arange(0, len(mesh.edges), 5)
+    a, b = cs.edge_edge_candidates(x, np.ones(len(x)), mesh, MARGIN, cell, path, rows=some)
+    found = list(zip(a.tolist(), b.tolist()))
+    assert len(found) == len(set(found)) and all(e < f for e, f in found)
+    assert set(found) - borderline == {(e, f) for e, f in reference if e % 5 == 0 or f % 5 == 0}
