@@ -55,6 +55,20 @@ VARIANTS = {
     "substeps20": ("20 substeps", {}, dict(substeps=20)),
     "limit_contacts": ("stretch limit respecting the contacts", dict(stretch_limit_contacts=True), {}),
 }
+for _n in (1, 2, 3):
+    VARIANTS[f"fp{_n}"] = (f"fine projection, {_n} Newton steps each substep", dict(fine_projection=_n), {})
+    VARIANTS[f"fp{_n}_frame"] = (
+        f"fine projection, {_n} Newton steps, last substep",
+        dict(fine_projection=_n, fine_projection_where="frame"),
+        {},
+    )
+for _it in (10, 20, 80):
+    VARIANTS[f"fp1_cg{_it}"] = (
+        f"fine projection, 1 Newton step, {_it} CG",
+        dict(fine_projection=1, fine_projection_cg_iterations=_it),
+        {},
+    )
+VARIANTS["fp1_cold"] = ("fine projection, 1 step, cold start", dict(fine_projection=1, fine_projection_warm_start=False), {})
 
 
 def body_mesh(segments: int = 32):

@@ -49,6 +49,7 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
+from .fine_projection import fast_projection
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
 from .hooks import (
@@ -280,6 +281,8 @@ class Cloth:
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
         self.contact_push = np.zeros_like(rest)
         self.stretch_limit_active = 0
+        self._fp_lambda: np.ndarray | None = None
+        self.fine_projection_stats = (0, 0)
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
         #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
@@ -427,6 +430,7 @@ class Cloth:
             or self.external_forces.active
             or self.volume is not None
             or self.sewing is not None
+            or self.options.fine_projection
         ):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
@@ -1016,6 +1020,10 @@ class Cloth:
                         tick("contacts_solve", t0)
                         if check_phases:
                             self._check("the contact handler", sub, h)
+            if self.options.fine_projection and (
+                self.options.fine_projection_where == "substep" or sub == n_sub - 1
+            ):
+                self._fine_projection(sub, h, check_phases, tick)
             t0 = clock()
             if blocks is None:
                 kn.update_velocities(self.x, self._x_substep_start, h, self.v)
@@ -1049,6 +1057,47 @@ class Cloth:
                     observer.end_substep(state)
                 tick("learned", t0)
             yield "substep_end"
+
+    def _fine_projection(self, sub: int, h: float, check_phases: bool, tick) -> None:
+        """The fine level's fast projection (:mod:`.fine_projection`), the body contacts' normals held."""
+        t0 = time.perf_counter()
+        o = self.options
+        if self._fp_lambda is None:
+            # warp and weft edges only (Goldenthal 2007): with the triangles' bias edges too, the
+            # constraints outnumber the free coordinates (a triangle mesh locks) and the solve diverges
+            m = self.material
+            per_grain = np.empty(3)
+            per_grain[WARP] = m.stretch_limit
+            per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
+            per_grain[BIAS] = m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp
+            keep = self.edge_grain != BIAS if not o.fine_projection_bias else np.ones(len(self.edge_grain), bool)
+            self._fp_edges = np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64)
+            self._fp_keep = keep
+            self._fp_factor = 1.0 + per_grain[self.edge_grain[keep]]
+            self._fp_lambda = np.zeros(len(self._fp_edges))
+            self._fp_normal = np.zeros_like(self.x)
+        normal = self._fp_normal
+        normal[:] = 0.0
+        add_push = getattr(self.contact_handler, "add_push_normals", None)
+        if add_push is not None:
+            add_push(self.x, normal)
+            unit_rows(normal)
+        if not o.fine_projection_warm_start:
+            self._fp_lambda[:] = 0.0
+        self.fine_projection_stats = fast_projection(
+            self.x,
+            self.inv_mass,
+            self._fp_edges,
+            self._fp_factor * self.edge_rest_length[self._fp_keep],
+            normal,
+            self._fp_lambda,
+            int(o.fine_projection),
+            int(o.fine_projection_cg_iterations),
+            float(o.fine_projection_cg_tolerance),
+        )
+        tick("fine_projection", t0)
+        if check_phases:
+            self._check("the fine projection", sub, h)
 
     def _coarse_pass(self, levels: Hierarchy, sub: int, h: float, check_phases: bool, tick) -> None:
         """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with

@@ -90,6 +90,15 @@ class ClothOptions:
     #: Off by default: with it a 1 m sheet dropped on a sphere never settles (kinetic energy stays
     #: ~2e-6 of its peak, a corner at 3-7 cm/s after 12-20 s, against 7e-9 at 16 s without).
     stretch_limit_contacts: bool = False
+    #: Newton steps of the fine level's fast projection (:mod:`.fine_projection`, Goldenthal 2007):
+    #: every mesh edge over its stretch limit projected back by a global CG solve; 0: off.
+    fine_projection: int = 0
+    #: Where: "substep" (after each substep's contacts) or "frame" (the last substep only).
+    fine_projection_where: str = "substep"
+    fine_projection_cg_iterations: int = 40
+    fine_projection_cg_tolerance: float = 1e-3
+    fine_projection_warm_start: bool = True
+    fine_projection_bias: bool = False
     #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
     soft_pin_compliance: float = 1e-4
     #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
