@@ -65,6 +65,18 @@ VARIANTS = {
     "plain_20x4": ("20 x 4, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=20, iterations=4)),
     "no_levels_10x1": ("10 x 1 with 0 coarse levels (tethers, no stretch limit)", dict(stretch_limit_levels=0), {}),
 }
+#: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
+for _n, _cg in ((1, 5), (1, 10), (2, 5), (3, 5)):
+    VARIANTS[f"fp{_n}_cg{_cg}"] = (
+        f"defaults + fine projection, {_n} Newton x {_cg} CG",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg),
+        {},
+    )
+    VARIANTS[f"fp{_n}_cg{_cg}_both"] = (
+        f"defaults + fine projection, {_n} x {_cg}, stretch and compression",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg, fine_projection_compression=True),
+        {},
+    )
 
 
 def sheet(n: int, size: float = 1.0):

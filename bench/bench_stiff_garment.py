@@ -55,20 +55,59 @@ VARIANTS = {
     "substeps20": ("20 substeps", {}, dict(substeps=20)),
     "limit_contacts": ("stretch limit respecting the contacts", dict(stretch_limit_contacts=True), {}),
 }
-for _n in (1, 2, 3):
-    VARIANTS[f"fp{_n}"] = (f"fine projection, {_n} Newton steps each substep", dict(fine_projection=_n), {})
-    VARIANTS[f"fp{_n}_frame"] = (
-        f"fine projection, {_n} Newton steps, last substep",
-        dict(fine_projection=_n, fine_projection_where="frame"),
+VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
+#: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
+for _n, _cg in ((1, 10), (2, 3), (2, 5), (3, 3), (3, 5), (4, 5)):
+    VARIANTS[f"fp{_n}_cg{_cg}"] = (
+        f"fine projection, {_n} Newton x {_cg} CG, each substep",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg),
         {},
     )
-for _it in (10, 20, 80):
-    VARIANTS[f"fp1_cg{_it}"] = (
-        f"fine projection, 1 Newton step, {_it} CG",
-        dict(fine_projection=1, fine_projection_cg_iterations=_it),
+for _n, _cg in ((1, 5), (1, 10), (2, 3), (2, 5)):
+    VARIANTS[f"fp{_n}_cg{_cg}_again"] = (
+        f"fine projection, {_n} x {_cg}, then the contacts again",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg, fine_projection_contacts_again=True),
         {},
     )
-VARIANTS["fp1_cold"] = ("fine projection, 1 step, cold start", dict(fine_projection=1, fine_projection_warm_start=False), {})
+    VARIANTS[f"fp{_n}_cg{_cg}_both"] = (
+        f"fine projection, {_n} x {_cg}, stretch and compression, then the contacts again",
+        dict(
+            fine_projection=_n,
+            fine_projection_cg_iterations=_cg,
+            fine_projection_contacts_again=True,
+            fine_projection_compression=True,
+        ),
+        {},
+    )
+for _every in (2, 3):
+    for _n, _cg in ((1, 10), (2, 5)):
+        VARIANTS[f"fp{_n}_cg{_cg}_every{_every}"] = (
+            f"fine projection, {_n} x {_cg}, every {_every} substeps",
+            dict(fine_projection=_n, fine_projection_cg_iterations=_cg, fine_projection_every=_every),
+            {},
+        )
+    VARIANTS[f"fp2_cg5_both_every{_every}"] = (
+        f"fine projection, 2 x 5, stretch and compression, contacts again, every {_every} substeps",
+        dict(
+            fine_projection=2,
+            fine_projection_cg_iterations=5,
+            fine_projection_contacts_again=True,
+            fine_projection_compression=True,
+            fine_projection_every=_every,
+        ),
+        {},
+    )
+VARIANTS["fp2_cg5_jacobi"] = (
+    "fine projection, 2 x 5, Jacobi preconditioner",
+    dict(fine_projection=2, fine_projection_cg_iterations=5, fine_projection_preconditioner="jacobi"),
+    {},
+)
+VARIANTS["fp2_cg5_frame"] = (
+    "fine projection, 2 x 5, last substep only",
+    dict(fine_projection=2, fine_projection_cg_iterations=5, fine_projection_where="frame"),
+    {},
+)
+VARIANTS["fp2_cg5_s8"] = ("fine projection, 2 x 5, 8 substeps", dict(fine_projection=2, fine_projection_cg_iterations=5), dict(substeps=8))
 
 
 def body_mesh(segments: int = 32):

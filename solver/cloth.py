@@ -49,7 +49,9 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
-from .fine_projection import fast_projection
+from .collisions.colliders import Colliders
+from .fine_projection import contact_normals, fast_projection, line_neighbours
+from .fine_projection import workspace as fp_workspace
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
 from .hooks import (
@@ -1021,7 +1023,9 @@ class Cloth:
                         if check_phases:
                             self._check("the contact handler", sub, h)
             if self.options.fine_projection and (
-                self.options.fine_projection_where == "substep" or sub == n_sub - 1
+                (sub + 1) % self.options.fine_projection_every == 0
+                if self.options.fine_projection_where == "substep"
+                else sub == n_sub - 1
             ):
                 self._fine_projection(sub, h, check_phases, tick)
             t0 = clock()
@@ -1074,14 +1078,29 @@ class Cloth:
             self._fp_edges = np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64)
             self._fp_keep = keep
             self._fp_factor = 1.0 + per_grain[self.edge_grain[keep]]
+            self._fp_min_factor = (
+                1.0 - per_grain[self.edge_grain[keep]] if o.fine_projection_compression else np.zeros(len(self._fp_edges))
+            )
             self._fp_lambda = np.zeros(len(self._fp_edges))
             self._fp_normal = np.zeros_like(self.x)
+            self._fp_mean_length = float(self.edge_rest_length[keep].mean()) if keep.any() else 0.0
+            self._fp_work = fp_workspace(len(self.x), len(self._fp_edges))
+            self._fp_lines = (
+                line_neighbours(self._fp_edges, self.edge_grain[keep], len(self.x))
+                if o.fine_projection_preconditioner == "lines"
+                else np.zeros((0, 2), np.int64)
+            )
         normal = self._fp_normal
-        normal[:] = 0.0
-        add_push = getattr(self.contact_handler, "add_push_normals", None)
-        if add_push is not None:
-            add_push(self.x, normal)
-            unit_rows(normal)
+        handler = self.contact_handler
+        if isinstance(handler, Colliders):
+            n = handler._n_contacts
+            contact_normals(self.x, handler.c_vertex, handler.c_normal, handler.c_point, handler.c_radius, n, normal)
+        else:
+            normal[:] = 0.0
+            add_push = getattr(handler, "add_push_normals", None)
+            if add_push is not None:
+                add_push(self.x, normal)
+                unit_rows(normal)
         if not o.fine_projection_warm_start:
             self._fp_lambda[:] = 0.0
         self.fine_projection_stats = fast_projection(
@@ -1089,13 +1108,22 @@ class Cloth:
             self.inv_mass,
             self._fp_edges,
             self._fp_factor * self.edge_rest_length[self._fp_keep],
+            self._fp_min_factor * self.edge_rest_length[self._fp_keep],
             normal,
             self._fp_lambda,
             int(o.fine_projection),
             int(o.fine_projection_cg_iterations),
             float(o.fine_projection_cg_tolerance),
+            self._fp_lines,
+            self._fp_work,
+            float(o.fine_projection_max_move) * self._fp_mean_length,
+            float(o.fine_projection_damping),
         )
         tick("fine_projection", t0)
+        if o.fine_projection_contacts_again and handler is not None:
+            t0 = time.perf_counter()
+            handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+            tick("contacts_solve", t0)
         if check_phases:
             self._check("the fine projection", sub, h)
 

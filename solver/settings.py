@@ -95,10 +95,19 @@ class ClothOptions:
     fine_projection: int = 0
     #: Where: "substep" (after each substep's contacts) or "frame" (the last substep only).
     fine_projection_where: str = "substep"
+    fine_projection_every: int = 1
     fine_projection_cg_iterations: int = 40
     fine_projection_cg_tolerance: float = 1e-3
     fine_projection_warm_start: bool = True
     fine_projection_bias: bool = False
+    #: "lines": CG preconditioned by the thread lines' tridiagonal blocks; "jacobi": by the diagonal.
+    fine_projection_preconditioner: str = "lines"
+    fine_projection_compression: bool = False
+    #: a Newton step moves no vertex further than this times the mean edge rest length (0: no cap)
+    fine_projection_max_move: float = 0.0
+    #: Levenberg-Marquardt damping of the Newton step: the system's diagonal times (1 + damping)
+    fine_projection_damping: float = 0.0
+    fine_projection_contacts_again: bool = False
     #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
     soft_pin_compliance: float = 1e-4
     #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
