@@ -92,7 +92,7 @@ class ClothOptions:
     stretch_limit_contacts: bool = False
     #: Newton steps of the fine level's fast projection after each substep's contacts
     #: (:mod:`.fine_projection`, Goldenthal 2007): every warp/weft edge over its stretch limit
-    #: projected back by a global solve; 0: off. Opt-in: 2 steps cost ~3x the defaults' CPU time
+    #: X
     #: (garment P95 13 -> 2-3 %; docs/design/stiff_fabric.md, "Fine level: fast projection").
     fine_projection: int = 0
     #: Conjugate-gradient iterations per Newton step (at most).
