@@ -65,6 +65,18 @@ VARIANTS = {
     "plain_20x4": ("20 x 4, tethers, no stretch limit", dict(stretch_limiting=False), dict(substeps=20, iterations=4)),
     "no_levels_10x1": ("10 x 1 with 0 coarse levels (tethers, no stretch limit)", dict(stretch_limit_levels=0), {}),
 }
+#: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
+for _n in (1, 2, 3):
+    VARIANTS[f"fine_projection{_n}"] = (
+        f"defaults + fine projection, {_n} Newton steps x 5 CG",
+        dict(fine_projection=_n),
+        {},
+    )
+VARIANTS["fine_projection2_compression"] = (
+    "defaults + fine projection, 2 x 5, stretch and compression",
+    dict(fine_projection=2, fine_projection_compression=True),
+    {},
+)
 
 
 def sheet(n: int, size: float = 1.0):

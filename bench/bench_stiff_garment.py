@@ -15,8 +15,10 @@ frame. ``cpu_ms_per_frame``: median ``time.thread_time`` of ``Cloth.step`` (the 
 shared: compare ratios inside one run); ``cost_vs_first``: against the first variant's.
 
 Variants (``--variants``): ``defaults``; ``substeps12`` / ``substeps14`` / ``substeps20``: more
-substeps (the reference at about equal cost for a candidate); ``limit_contacts``:
-``ClothOptions.stretch_limit_contacts``. The coarse-pass candidates measured with this scene and
+substeps (the reference at about equal cost for a candidate), ``substeps40``; ``limit_contacts``:
+``ClothOptions.stretch_limit_contacts``; ``fine_projection1`` / ``2`` / ``3``: that many Newton
+steps of ``ClothOptions.fine_projection``, ``fine_projection2_compression`` with its compression
+limit. The coarse-pass candidates measured with this scene and
 not kept are in docs/design/stiff_fabric.md ("Garment: what was tried").
 
     .venv/bin/python bench/bench_stiff_garment.py --grid 48 --frames 60 --repeat 2
@@ -55,6 +57,15 @@ VARIANTS = {
     "substeps20": ("20 substeps", {}, dict(substeps=20)),
     "limit_contacts": ("stretch limit respecting the contacts", dict(stretch_limit_contacts=True), {}),
 }
+VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
+#: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
+for _n in (1, 2, 3):
+    VARIANTS[f"fine_projection{_n}"] = (f"fine projection, {_n} Newton steps x 5 CG", dict(fine_projection=_n), {})
+VARIANTS["fine_projection2_compression"] = (
+    "fine projection, 2 x 5, stretch and compression",
+    dict(fine_projection=2, fine_projection_compression=True),
+    {},
+)
 
 
 def body_mesh(segments: int = 32):

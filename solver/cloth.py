@@ -20,6 +20,7 @@ import numpy as np
 from . import kernels as kn
 from ._team import FUSED_SUPPORTED
 from .aerodynamics import Aerodynamics
+from .collisions.colliders import Colliders
 from .coloring import block_schedule, partition_vertices
 from .constraints import (
     BIAS,
@@ -49,6 +50,8 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
+from .fine_projection import contact_normals, fast_projection, line_neighbours
+from .fine_projection import workspace as fp_workspace
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
 from .hooks import (
@@ -280,6 +283,10 @@ class Cloth:
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
         self.contact_push = np.zeros_like(rest)
         self.stretch_limit_active = 0
+        #: the fine projection's edges, limits, preconditioner, workspace, multipliers, contact normals
+        self._fp: tuple | None = None
+        #: (active edges, CG iterations) of the last fine projection
+        self.fine_projection_stats = (0, 0)
         self._colored: tuple | None = None
         self._fused: FusedSchedule | None = None
         #: coloured frames without contacts or hooks run in one parallel region (:mod:`.fused`);
@@ -427,6 +434,7 @@ class Cloth:
             or self.external_forces.active
             or self.volume is not None
             or self.sewing is not None
+            or self.options.fine_projection
         ):
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
@@ -1019,6 +1027,8 @@ class Cloth:
                         tick("contacts_solve", t0)
                         if check_phases:
                             self._check("the contact handler", sub, h)
+            if self.options.fine_projection:
+                self._fine_projection(sub, h, check_phases, tick)
             t0 = clock()
             if blocks is None:
                 kn.update_velocities(self.x, self._x_substep_start, h, self.v)
@@ -1052,6 +1062,68 @@ class Cloth:
                     observer.end_substep(state)
                 tick("learned", t0)
             yield "substep_end"
+
+    def _fine_projection(self, sub: int, h: float, check_phases: bool, tick) -> None:
+        """The fine level's fast projection (:mod:`.fine_projection`) after the substep's contacts:
+        the body contacts' normals held, then the contacts projected once more (without, 4-13
+        vertices of the garment bench ended inside the body: the vertices its narrow phase found
+        but not within reach of touching are free for the projection)."""
+        t0 = time.perf_counter()
+        o = self.options
+        m = self.material
+        key = (m.stretch_limit, m.stretch_compliance_warp, m.stretch_compliance_weft, o.fine_projection_compression)
+        if self._fp is None or self._fp[0] != key:
+            keep = self.edge_grain != BIAS  # warp and weft only (module docstring)
+            edges = np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64)
+            per_grain = np.array(
+                [m.stretch_limit, m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp]
+            )
+            limit = per_grain[self.edge_grain[keep]]
+            low = 1.0 - limit if o.fine_projection_compression else np.zeros(len(edges))
+            lines = line_neighbours(edges, self.edge_grain[keep])
+            work = fp_workspace(len(self.x), len(edges))
+            self._fp = (key, keep, edges, 1.0 + limit, low, lines, work, np.zeros(len(edges)), np.zeros_like(self.x))
+        _, keep, edges, high, low, lines, work, lam, normal = self._fp
+        handler = self.contact_handler
+        if isinstance(handler, Colliders):
+            contact_normals(
+                self.x,
+                handler.c_vertex,
+                handler.c_normal,
+                handler.c_point,
+                handler.c_radius,
+                handler._n_contacts,
+                normal,
+            )
+        else:
+            normal[:] = 0.0
+            add_push = getattr(handler, "add_push_normals", None)
+            if add_push is not None:
+                add_push(self.x, normal)
+                unit_rows(normal)
+        rest = self.edge_rest_length[keep]
+        self.fine_projection_stats = fast_projection(
+            self.x,
+            self.inv_mass,
+            edges,
+            high * rest,
+            low * rest,
+            normal,
+            lam,
+            int(o.fine_projection),
+            int(o.fine_projection_cg_iterations),
+            1e-3,
+            lines,
+            work,
+            float(o.fine_projection_damping),
+        )
+        tick("fine_projection", t0)
+        if handler is not None:
+            t0 = time.perf_counter()
+            handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+            tick("contacts_solve", t0)
+        if check_phases:
+            self._check("the fine projection", sub, h)
 
     def _coarse_pass(self, levels: Hierarchy, sub: int, h: float, check_phases: bool, tick) -> None:
         """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with

@@ -90,6 +90,18 @@ class ClothOptions:
     #: Off by default: with it a 1 m sheet dropped on a sphere never settles (kinetic energy stays
     #: ~2e-6 of its peak, a corner at 3-7 cm/s after 12-20 s, against 7e-9 at 16 s without).
     stretch_limit_contacts: bool = False
+    #: Newton steps of the fine level's fast projection after each substep's contacts
+    #: (:mod:`.fine_projection`, Goldenthal 2007): every warp/weft edge over its stretch limit
+    #: X
+    #: (garment P95 13 -> 2-3 %; docs/design/stiff_fabric.md, "Fine level: fast projection").
+    fine_projection: int = 0
+    #: Conjugate-gradient iterations per Newton step (at most).
+    fine_projection_cg_iterations: int = 5
+    #: Levenberg-Marquardt damping of each Newton step (relative to the system's diagonal): keeps
+    #: the step bounded where the limits cannot all be met (a taut row between two pins).
+    fine_projection_damping: float = 0.03
+    #: Also push warp/weft edges shorter than ``(1 - limit) L0`` back out (compression limit).
+    fine_projection_compression: bool = False
     #: Compliance (m/N) a soft pin of weight 0.5 gets; see ``constraints.build_soft_pins``.
     soft_pin_compliance: float = 1e-4
     #: "mesh": rest lengths from the 3D mesh; "pattern": from the UVs (2D pattern) x uv_scale_m.
@@ -114,7 +126,16 @@ class ClothOptions:
             raise ClothInputError(f"stretch_limit_levels must be an integer in 0..16, got {self.stretch_limit_levels}")
         if not (int(self.tether_count) == self.tether_count and 1 <= self.tether_count <= 8):
             raise ClothInputError(f"tether_count must be an integer in 1..8, got {self.tether_count}")
-        for name in ("tether_compliance", "soft_pin_compliance", "uv_scale_m"):
+        if not (int(self.fine_projection) == self.fine_projection and 0 <= self.fine_projection <= 16):
+            raise ClothInputError(f"fine_projection must be an integer in 0..16, got {self.fine_projection}")
+        if not (
+            int(self.fine_projection_cg_iterations) == self.fine_projection_cg_iterations
+            and 1 <= self.fine_projection_cg_iterations <= 10000
+        ):
+            raise ClothInputError(
+                f"fine_projection_cg_iterations must be an integer in 1..10000, got {self.fine_projection_cg_iterations}"
+            )
+        for name in ("tether_compliance", "soft_pin_compliance", "uv_scale_m", "fine_projection_damping"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise ClothInputError(f"{name} must be finite and >= 0, got {value}")
