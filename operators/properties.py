@@ -156,6 +156,22 @@ class SelvedgeObjectSettings(PropertyGroup):
         min=1.0,
         soft_max=1.5,
     )
+    stretch_projection_steps: IntProperty(
+        name="Stretch Projection",
+        description="Newton steps of a global projection of the warp and weft edges onto their stretch limit "
+        "in every substep (0: off). A garment landing on a body: P95 strain 13 % -> 3 % at 2 steps for "
+        "about 2.4 times the time, 2 % at 3 steps",
+        default=0,
+        min=0,
+        max=8,
+        soft_max=4,
+    )
+    use_compression_limit: BoolProperty(
+        name="Limit Compression",
+        description="With Stretch Projection, also push warp and weft edges shorter than their limit back out "
+        "(a garment's compression P95 17 % -> 2 %, at about 1.4 times the projection's time)",
+        default=False,
+    )
     use_self_collision: BoolProperty(
         name="Self Collision",
         description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart; "

@@ -158,6 +158,8 @@ def options_from_settings(cloth, polygons: bool = False):
         tethers=bool(cloth.use_tethers),
         tether_scale=float(cloth.tether_scale),
         stretch_limit_graph_diagonals=True if polygons else "auto",
+        fine_projection=int(cloth.stretch_projection_steps),
+        fine_projection_compression=bool(cloth.use_compression_limit),
     )
 
 

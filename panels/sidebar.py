@@ -89,6 +89,11 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         sub = row.row()
         sub.active = s.use_tethers
         sub.prop(s, "tether_scale", text="Scale")
+        row = layout.row(heading="Stretch Projection")
+        row.prop(s, "stretch_projection_steps", text="Steps")
+        sub = row.row()
+        sub.active = s.stretch_projection_steps > 0
+        sub.prop(s, "use_compression_limit", text="Compression")
         col = layout.column(heading="Collisions")
         col.prop(s, "use_self_collision")
         col.prop(s, "use_cloth_collision")
