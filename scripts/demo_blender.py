@@ -287,7 +287,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=48, help="simulated frames (default 48)")
     parser.add_argument("--resolution", type=int, default=32, help="garment vertices around the body (default 32)")
-    parser.add_argument("--substeps", type=int, default=20, help="solver substeps per frame (default 20)")
+    parser.add_argument(
+        "--substeps", type=int, default=10, help="solver substeps per frame (default 10, the scene default)"
+    )
     parser.add_argument("--width", type=int, default=320, help="preview width in pixels (default 320)")
     parser.add_argument("--height", type=int, default=240, help="preview height in pixels (default 240)")
     parser.add_argument("--samples", type=int, default=8, help="Cycles samples (default 8)")
