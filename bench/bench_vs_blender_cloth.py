@@ -441,11 +441,17 @@ def garment_scene(grid: int, size: float, frames: int):
     return obj, body
 
 
+#: per-object Selvedge settings the command line changes from their defaults (``--stretch-projection``)
+SELVEDGE_OBJECT_SETTINGS: dict = {}
+
+
 def selvedge_garment_scene(
     grid: int, size: float, frames: int, folder: Path, solve_mode: str, substeps: int | None, self_collision=False
 ):
     obj, body = garment_scene(grid, size, frames)
     obj.selvedge.role = "CLOTH"
+    for name, value in SELVEDGE_OBJECT_SETTINGS.items():
+        setattr(obj.selvedge, name, value)
     obj.selvedge.use_self_collision = self_collision  # a self-colliding cloth is stepped in a CollisionWorld
     body.selvedge.role = "COLLIDER"
     body.selvedge.collider_proxy = "MESH"
@@ -464,6 +470,8 @@ def selvedge_scene(
 ):
     obj = new_scene(grid, size, frames)
     obj.selvedge.role = "CLOTH"
+    for name, value in SELVEDGE_OBJECT_SETTINGS.items():
+        setattr(obj.selvedge, name, value)
     obj.selvedge.use_self_collision = self_collision
     obj.selvedge.pin_group = "pins"
     scene = bpy.context.scene
@@ -529,6 +537,8 @@ def run_selvedge(
             "cloth_thickness_m": s.thickness_m,
             "friction": s.friction,
             "self_collision": s.use_self_collision,
+            "stretch_projection_steps": s.stretch_projection_steps,
+            "compression_limit": s.use_compression_limit,
         }
         if garment:
             b = body.selvedge
@@ -562,8 +572,17 @@ def main(argv=None) -> int:
         action="store_true",
         help="run each scene with self-collision off and on in both solvers, counting crossings per frame",
     )
+    parser.add_argument(
+        "--stretch-projection", type=int, default=0, help="Selvedge's Stretch Projection steps (default 0: off)"
+    )
+    parser.add_argument(
+        "--limit-compression", action="store_true", help="with --stretch-projection: Selvedge's Limit Compression"
+    )
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.stretch_projection:
+        SELVEDGE_OBJECT_SETTINGS["stretch_projection_steps"] = args.stretch_projection
+        SELVEDGE_OBJECT_SETTINGS["use_compression_limit"] = args.limit_compression
     base = {
         "frames": args.frames,
         "blender": bpy.app.version_string,
@@ -659,6 +678,11 @@ def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
         settings = line.get("settings") or {}
         budget = (
             f"{settings['substeps']} x {settings['iterations']} {settings['solve_mode']}"
+            + (
+                f", stretch projection {settings['stretch_projection_steps']}"
+                if settings.get("stretch_projection_steps")
+                else ""
+            )
             if line["solver"] == "selvedge"
             else "its defaults"
         )

@@ -90,8 +90,17 @@ def body_mesh():
     return v, t, one_sided
 
 
-def garment_world(grid: int = 48, size: float = 1.0, substeps: int = 10, iterations: int = 1, **world_kw):
-    """(world, cloth) of the scene; ``world_kw`` go to the ``CollisionWorld``."""
+def garment_world(
+    grid: int = 48,
+    size: float = 1.0,
+    substeps: int = 10,
+    iterations: int = 1,
+    stretch_projection_steps: int = 0,
+    **world_kw,
+):
+    """(world, cloth) of the scene; ``stretch_projection_steps``: the object setting of that name;
+    ``world_kw`` go to the ``CollisionWorld``."""
+    settings = SimpleNamespace(**{**vars(DEFAULTS), "stretch_projection_steps": stretch_projection_steps})
     z = HEAD_Z + HEAD_RADIUS + GARMENT_GAP
     pos, faces, uvs = grid_mesh(grid, grid, size, size, origin=(-size / 2, -size / 2, z), quads=True)
     material = material_from_settings(DEFAULTS)
@@ -104,7 +113,7 @@ def garment_world(grid: int = 48, size: float = 1.0, substeps: int = 10, iterati
         pos,
         triangulate(faces),
         material=material,
-        options=options_from_settings(DEFAULTS, False),
+        options=options_from_settings(settings, False),
         settings=SolverSettings(substeps=substeps, iterations=iterations, fps=24.0),
         uvs=uvs,
         contact_handler=Colliders([body], cloth_thickness=material.thickness_m),

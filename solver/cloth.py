@@ -323,6 +323,10 @@ class Cloth:
         self.in_world = False
         #: cloth-contact + body-contact passes per iteration (a world raises it for stacked layers)
         self.contact_rounds = 1
+        #: set by a world one of whose cloths has the fine projection: every cloth of it then
+        #: yields one more ``"contacts"`` after the substep's projection (the same sync points
+        #: for all), so the cloth contacts, which the projection does not hold, act after it
+        self.contact_round_after_projection = False
 
     def _link_limits(self, rest, uv):
         """The stretch limit of each coarse link of :mod:`.multilevel`, by its grain.
@@ -1029,6 +1033,12 @@ class Cloth:
                             self._check("the contact handler", sub, h)
             if self.options.fine_projection:
                 self._fine_projection(sub, h, check_phases, tick)
+            if self.contact_round_after_projection:
+                yield "contacts"
+                if handler is not None:
+                    t0 = clock()
+                    handler.project(self.x, self._x_substep_start, self.inv_mass, h)
+                    tick("contacts_solve", t0)
             t0 = clock()
             if blocks is None:
                 kn.update_velocities(self.x, self._x_substep_start, h, self.v)
