@@ -20,7 +20,6 @@ import numpy as np
 from . import kernels as kn
 from ._team import FUSED_SUPPORTED
 from .aerodynamics import Aerodynamics
-from .collisions.colliders import Colliders
 from .coloring import block_schedule, partition_vertices
 from .constraints import (
     BIAS,
@@ -50,7 +49,7 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
-from .fine_projection import contact_normals, fast_projection, line_neighbours
+from .fine_projection import fast_projection, line_neighbours
 from .fine_projection import workspace as fp_workspace
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
@@ -1095,22 +1094,11 @@ class Cloth:
             self._fp = (key, keep, edges, 1.0 + limit, low, lines, work, np.zeros(len(edges)), np.zeros_like(self.x))
         _, keep, edges, high, low, lines, work, lam, normal = self._fp
         handler = self.contact_handler
-        if isinstance(handler, Colliders):
-            contact_normals(
-                self.x,
-                handler.c_vertex,
-                handler.c_normal,
-                handler.c_point,
-                handler.c_radius,
-                handler._n_contacts,
-                normal,
-            )
-        else:
-            normal[:] = 0.0
-            add_push = getattr(handler, "add_push_normals", None)
-            if add_push is not None:
-                add_push(self.x, normal)
-                unit_rows(normal)
+        normal[:] = 0.0  # the body contacts' unit normals (the rule of the stretch limit's holds)
+        add_push = getattr(handler, "add_push_normals", None)
+        if add_push is not None:
+            add_push(self.x, normal)
+            unit_rows(normal)
         rest = self.edge_rest_length[keep]
         self.fine_projection_stats = fast_projection(
             self.x,

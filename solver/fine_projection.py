@@ -172,33 +172,6 @@ def _line_solve(r, z, n_active, order, sub, piv, tmp):
         z[order[t]] = nxt
 
 
-@njit(**_JIT)
-def contact_normals(x, c_vertex, c_normal, c_point, c_radius, count, out):
-    """``out``: per vertex the unit sum of the outward normals of the body contacts whose vertex lies
-    within the contact's own distance of touching (``Colliders.add_push_normals`` + ``unit_rows``)."""
-    out[:] = 0.0
-    for r in range(count):
-        v = c_vertex[r]
-        gap = (
-            c_normal[r, 0] * (x[v, 0] - c_point[r, 0])
-            + c_normal[r, 1] * (x[v, 1] - c_point[r, 1])
-            + c_normal[r, 2] * (x[v, 2] - c_point[r, 2])
-            - c_radius[r]
-        )
-        if gap <= c_radius[r]:
-            out[v, 0] += c_normal[r, 0]
-            out[v, 1] += c_normal[r, 1]
-            out[v, 2] += c_normal[r, 2]
-    for r in range(count):
-        v = c_vertex[r]
-        length_sq = out[v, 0] * out[v, 0] + out[v, 1] * out[v, 1] + out[v, 2] * out[v, 2]
-        if length_sq > 0.0 and abs(length_sq - 1.0) > 1e-15:
-            inv = 1.0 / sqrt(length_sq)
-            out[v, 0] *= inv
-            out[v, 1] *= inv
-            out[v, 2] *= inv
-
-
 def workspace(n_vertices, n_edges):
     """The scratch arrays of :func:`fast_projection` (allocated once per cloth)."""
     e, n = n_edges, n_vertices
