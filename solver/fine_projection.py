@@ -50,18 +50,23 @@ def _apply_w(y, inv_mass, normal, v):
     y[v, 2] = w * (y[v, 2] - d * c2)
 
 
+@njit(inline="always", **_JIT)
+def _add_jt(y, p, a, i, j, dirs):
+    """y += J_a^T p[a]: active row a (edge i-j, unit direction dirs[a]) times its multiplier."""
+    y[i, 0] += p[a] * dirs[a, 0]
+    y[i, 1] += p[a] * dirs[a, 1]
+    y[i, 2] += p[a] * dirs[a, 2]
+    y[j, 0] -= p[a] * dirs[a, 0]
+    y[j, 1] -= p[a] * dirs[a, 1]
+    y[j, 2] -= p[a] * dirs[a, 2]
+
+
 @njit(**_JIT)
 def _matvec(p, active, n_active, edges, dirs, inv_mass, normal, y, touched, out, diag, damping):
     """out = J W J^T p over the active rows; ``y`` (N, 3) must be zero on entry and is left zero."""
     for a in range(n_active):
         k = active[a]
-        i, j = edges[k, 0], edges[k, 1]
-        y[i, 0] += p[a] * dirs[a, 0]
-        y[i, 1] += p[a] * dirs[a, 1]
-        y[i, 2] += p[a] * dirs[a, 2]
-        y[j, 0] -= p[a] * dirs[a, 0]
-        y[j, 1] -= p[a] * dirs[a, 1]
-        y[j, 2] -= p[a] * dirs[a, 2]
+        _add_jt(y, p, a, edges[k, 0], edges[k, 1], dirs)
     for t in range(touched.shape[0]):
         _apply_w(y, inv_mass, normal, touched[t])
     for a in range(n_active):
@@ -306,13 +311,7 @@ def fast_projection(
         # x <- x - W J^T dl
         for a in range(n_active):
             k = active[a]
-            i, j = edges[k, 0], edges[k, 1]
-            y[i, 0] += dl[a] * dirs[a, 0]
-            y[i, 1] += dl[a] * dirs[a, 1]
-            y[i, 2] += dl[a] * dirs[a, 2]
-            y[j, 0] -= dl[a] * dirs[a, 0]
-            y[j, 1] -= dl[a] * dirs[a, 1]
-            y[j, 2] -= dl[a] * dirs[a, 2]
+            _add_jt(y, dl, a, edges[k, 0], edges[k, 1], dirs)
             if step == 0:
                 lam[k] = dl[a]
             else:
