@@ -108,7 +108,6 @@ class CollisionWorld:
         crossing_refinements: int = 2,
     ):
         self.cloths: list[Cloth] = list(cloths)
-        cloths_list = self.cloths
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
             raise ClothInputError("CollisionWorld needs a non-empty list of Cloth objects")
         if len({id(c) for c in self.cloths}) != len(self.cloths):
@@ -146,6 +145,7 @@ class CollisionWorld:
         self.edge_edge = bool(edge_edge)
 
         sizes = [c.x.shape[0] for c in self.cloths]
+        projecting = any(c.options.fine_projection for c in self.cloths)  # see Cloth.contact_round_after_projection
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         n = int(self.offsets[-1])
         self.x = np.empty((n, 3))
@@ -163,7 +163,7 @@ class CollisionWorld:
             c.contact_push = self.contact_push[o:e]
             c.in_world = True
             c.contact_rounds = self.contact_rounds
-            c.contact_round_after_projection = any(d.options.fine_projection for d in cloths_list)
+            c.contact_round_after_projection = projecting
         self.inv_mass = np.concatenate([c.inv_mass for c in self.cloths])
         #: the cloths whose stretch limit reads the contact pushes (``ClothOptions.stretch_limit_contacts``)
         self._push_cloths = {
