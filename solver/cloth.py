@@ -1082,7 +1082,7 @@ class Cloth:
         m = self.material
         key = (m.stretch_limit, m.stretch_compliance_warp, m.stretch_compliance_weft, o.fine_projection_compression)
         if self._fp is None or self._fp[0] != key:
-            keep = self.edge_grain != BIAS  # warp and weft only (module docstring)
+            keep = np.flatnonzero(self.edge_grain != BIAS)  # warp and weft only (module docstring)
             edges = np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64)
             per_grain = np.array(
                 [m.stretch_limit, m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp]
@@ -1091,21 +1091,35 @@ class Cloth:
             low = 1.0 - limit if o.fine_projection_compression else np.zeros(len(edges))
             lines = line_neighbours(edges, self.edge_grain[keep])
             work = fp_workspace(len(self.x), len(edges))
-            self._fp = (key, keep, edges, 1.0 + limit, low, lines, work, np.zeros(len(edges)), np.zeros_like(self.x))
-        _, keep, edges, high, low, lines, work, lam, normal = self._fp
+            lengths = np.empty((3, len(edges)))  # rest, longest, shortest: refilled each substep (shrink)
+            self._fp = (
+                key,
+                keep,
+                edges,
+                1.0 + limit,
+                low,
+                lines,
+                work,
+                np.zeros(len(edges)),
+                np.zeros_like(self.x),
+                lengths,
+            )
+        _, keep, edges, high, low, lines, work, lam, normal, lengths = self._fp
         handler = self.contact_handler
         normal[:] = 0.0  # the body contacts' unit normals (the rule of the stretch limit's holds)
         add_push = getattr(handler, "add_push_normals", None)
         if add_push is not None:
             add_push(self.x, normal)
             unit_rows(normal)
-        rest = self.edge_rest_length[keep]
+        np.take(self.edge_rest_length, keep, out=lengths[0])
+        np.multiply(high, lengths[0], out=lengths[1])
+        np.multiply(low, lengths[0], out=lengths[2])
         self.fine_projection_stats = fast_projection(
             self.x,
             self.inv_mass,
             edges,
-            high * rest,
-            low * rest,
+            lengths[1],
+            lengths[2],
             normal,
             lam,
             int(o.fine_projection),

@@ -177,6 +177,16 @@ def _line_solve(r, z, n_active, order, sub, piv, tmp):
         z[order[t]] = nxt
 
 
+@njit(inline="always", **_JIT)
+def _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag):
+    """z = M^-1 r: the thread lines' tridiagonal solve, or Jacobi without lines."""
+    if lines:
+        _line_solve(r, z, n_active, order, sub, piv, tmp)
+    else:
+        for a in range(n_active):
+            z[a] = r[a] / diag[a]
+
+
 def workspace(n_vertices, n_edges):
     """The scratch arrays of :func:`fast_projection` (allocated once per cloth)."""
     e, n = n_edges, n_vertices
@@ -269,11 +279,7 @@ def fast_projection(
         for a in range(n_active):
             r[a] = c[a] - ap[a]
             rr0 += c[a] * c[a]
-        if lines:
-            _line_solve(r, z, n_active, order, sub, piv, tmp)
-        else:
-            for a in range(n_active):
-                z[a] = r[a] / diag[a]
+        _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag)
         rz = 0.0
         for a in range(n_active):
             p[a] = z[a]
@@ -296,11 +302,7 @@ def fast_projection(
             for a in range(n_active):
                 dl[a] += alpha * p[a]
                 r[a] -= alpha * ap[a]
-            if lines:
-                _line_solve(r, z, n_active, order, sub, piv, tmp)
-            else:
-                for a in range(n_active):
-                    z[a] = r[a] / diag[a]
+            _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag)
             rz_new = 0.0
             for a in range(n_active):
                 rz_new += r[a] * z[a]

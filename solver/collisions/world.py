@@ -377,7 +377,7 @@ class CollisionWorld:
         if self.crossing_refinements and self._crossings is None:
             self._crossings = self._count_crossings()  # the first frame's start
         lists_start = self.lists.snapshot() if self.crossing_refinements else None
-        scale = 1
+        scale, crossings = 1, 0
         while True:
             self._run_frame(states, scale)
             failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
@@ -394,7 +394,7 @@ class CollisionWorld:
             if self.count_intersections:
                 crossings = self._count_crossings()
                 self.last_stats["intersections"] = crossings
-            if scale >= 2**self.crossing_refinements or crossings <= self._crossings:
+            if scale >= 2**self.crossing_refinements or crossings <= (self._crossings or 0):
                 break
             for c, s in zip(self.cloths, states):  # new crossings: the frame again, twice the substeps
                 c._roll_back(s)
