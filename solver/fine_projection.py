@@ -31,6 +31,8 @@ projection").
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -98,69 +100,136 @@ def line_neighbours(edges, grain):
     return out
 
 
-@njit(**_JIT)
-def _line_factor(active, n_active, pos, edges, dirs, diag, inv_mass, normal, nbr, order, sub, piv, seen):
-    """Order the active rows along the thread lines (chains of active edges, ``nbr``) and factor the
-    tridiagonal part of J W J^T along them (couplings through the shared vertex; 0 between chains)."""
-    for a in range(n_active):
-        seen[a] = False
-    t = 0
-    for sweep in range(2):  # chain ends first, then what is left (closed loops, broken anywhere)
-        for a0 in range(n_active):
-            if seen[a0]:
+class ThreadLines(NamedTuple):
+    """The warp and weft lines of a mesh, for the preconditioner (built once: :func:`thread_lines`).
+
+    ``nbr``: :func:`line_neighbours`; ``edges``: every edge once, line by line, each open line from
+    one end, each closed one from its lowest edge towards that edge's ``nbr[k, 0]``; ``start``:
+    (lines + 1) offsets into ``edges``; ``closed``: per line. No rows: Jacobi (:func:`no_lines`)."""
+
+    nbr: np.ndarray
+    edges: np.ndarray
+    start: np.ndarray
+    closed: np.ndarray
+
+
+def thread_lines(edges, grain) -> ThreadLines:
+    nbr = line_neighbours(edges, grain)
+    n = len(edges)
+    seen = np.zeros(n, bool)
+    order, start, closed = [], [0], []
+    for cycles in (False, True):  # lines with ends first; what is left are closed loops
+        for k0 in range(n):
+            if seen[k0] or (not cycles and nbr[k0, 0] >= 0 and nbr[k0, 1] >= 0):
                 continue
-            k0 = active[a0]
-            if sweep == 0:
-                open_end = False
-                for side in range(2):
-                    m = nbr[k0, side]
-                    if m < 0 or pos[m] < 0:
-                        open_end = True
-                if not open_end:
-                    continue
-            a = a0
-            prev = -1
-            first = True
-            while a >= 0 and not seen[a]:
-                seen[a] = True
-                order[t] = a
-                k = active[a]
-                if first:
-                    sub[t] = 0.0
-                    first = False
-                else:
-                    # the vertex a shares with prev, and the J signs there
-                    kp = active[prev]
-                    v = edges[k, 0] if (edges[k, 0] == edges[kp, 0] or edges[k, 0] == edges[kp, 1]) else edges[k, 1]
-                    sa = 1.0 if edges[k, 0] == v else -1.0
-                    sb = 1.0 if edges[kp, 0] == v else -1.0
-                    c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
-                    da = dirs[a, 0] * c0 + dirs[a, 1] * c1 + dirs[a, 2] * c2
-                    db = dirs[prev, 0] * c0 + dirs[prev, 1] * c1 + dirs[prev, 2] * c2
-                    dot = dirs[a, 0] * dirs[prev, 0] + dirs[a, 1] * dirs[prev, 1] + dirs[a, 2] * dirs[prev, 2]
-                    sub[t] = sa * sb * inv_mass[v] * (dot - da * db)
-                t += 1
+            k, prev = k0, -1
+            while k >= 0 and not seen[k]:
+                seen[k] = True
+                order.append(k)
                 nxt = -1
                 for side in range(2):
                     m = nbr[k, side]
-                    if m >= 0 and pos[m] >= 0 and not seen[pos[m]]:
-                        nxt = pos[m]
+                    if m >= 0 and m != prev and not seen[m]:
+                        nxt = m
                         break
+                prev, k = k, nxt
+            start.append(len(order))
+            closed.append(cycles)
+    return ThreadLines(
+        nbr, np.array(order, np.int64), np.array(start, np.int64), np.array(closed, np.bool_).reshape(-1)
+    )
+
+
+def no_lines() -> ThreadLines:
+    """The Jacobi preconditioner instead of the thread lines."""
+    return ThreadLines(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.bool_))
+
+
+@njit(inline="always", **_JIT)
+def _chain_link(a, prev, active, edges, dirs, inv_mass, normal):
+    """The entry of J W J^T between active rows a and prev, consecutive on a thread line (through
+    the vertex they share)."""
+    k = active[a]
+    kp = active[prev]
+    v = edges[k, 0] if (edges[k, 0] == edges[kp, 0] or edges[k, 0] == edges[kp, 1]) else edges[k, 1]
+    sa = 1.0 if edges[k, 0] == v else -1.0
+    sb = 1.0 if edges[kp, 0] == v else -1.0
+    c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
+    da = dirs[a, 0] * c0 + dirs[a, 1] * c1 + dirs[a, 2] * c2
+    db = dirs[prev, 0] * c0 + dirs[prev, 1] * c1 + dirs[prev, 2] * c2
+    dot = dirs[a, 0] * dirs[prev, 0] + dirs[a, 1] * dirs[prev, 1] + dirs[a, 2] * dirs[prev, 2]
+    return sa * sb * inv_mass[v] * (dot - da * db)
+
+
+@njit(**_JIT)
+def _line_factor(lines, pos, active, edges, dirs, diag, inv_mass, normal, order, sub, piv):
+    """Order the active rows along the thread lines (chains of consecutive active edges; each from
+    its lower-numbered end, a wholly active closed line from its stored start) and factor the
+    tridiagonal part of J W J^T along them (LDL^T: ``sub`` the multipliers, ``piv`` the inverse
+    pivots; 0 between chains). One pass over the lines."""
+    line_edges, start, closed = lines.edges, lines.start, lines.closed
+    t = 0
+    for line in range(closed.shape[0]):
+        s = start[line]
+        n = start[line + 1] - s
+        first = 0  # a closed line is read from just after an inactive edge (runs do not wrap)
+        whole = False
+        if closed[line]:
+            whole = True
+            for u in range(n):
+                if pos[line_edges[s + u]] < 0:
+                    first = u + 1
+                    whole = False
+                    break
+        q = 0
+        while q < n:
+            u0 = s + first + q
+            if u0 >= s + n:
+                u0 -= n
+            if pos[line_edges[u0]] < 0:
+                q += 1
+                continue
+            u1 = u0  # the run of active edges u0..u1
+            length = 1
+            while q + length < n:
+                u = u1 + 1
+                if u >= s + n:
+                    u -= n
+                if pos[line_edges[u]] < 0:
+                    break
+                u1 = u
+                length += 1
+            step = 1
+            u = u0
+            if not whole and line_edges[u1] < line_edges[u0]:
+                step = -1
+                u = u1
+            prev = -1
+            last = 0.0
+            for _ in range(length):
+                a = pos[line_edges[u]]
+                order[t] = a
+                d = diag[a]
+                off = 0.0
+                if prev >= 0:
+                    off = _chain_link(a, prev, active, edges, dirs, inv_mass, normal)
+                    if off != 0.0:
+                        d -= off * off * last
+                if d <= 1e-6 * diag[a]:  # nearly singular chain: cut it here
+                    off = 0.0
+                    d = diag[a]
+                sub[t] = off * last  # l_t = off / pivot_{t-1}
+                last = 1.0 / d
+                piv[t] = last
                 prev = a
-                a = nxt
-    # LDL^T of the tridiagonal: sub[t] becomes the multiplier l_t, piv[t] the inverse pivot
-    last = 1.0
-    for t in range(n_active):
-        d = diag[order[t]]
-        off = sub[t]
-        if t > 0 and off != 0.0:
-            d -= off * off * last
-        if d <= 1e-6 * diag[order[t]]:  # nearly singular chain: cut it here
-            off = 0.0
-            d = diag[order[t]]
-        sub[t] = off * last  # l_t = off / pivot_{t-1}
-        last = 1.0 / d
-        piv[t] = last
+                t += 1
+                u += step
+                if u >= s + n:
+                    u -= n
+                elif u < s:
+                    u += n
+            q += length
+    return t
 
 
 @njit(**_JIT)
@@ -187,47 +256,83 @@ def _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag):
             z[a] = r[a] / diag[a]
 
 
-def workspace(n_vertices, n_edges):
-    """The scratch arrays of :func:`fast_projection` (allocated once per cloth)."""
+class FineEdges(NamedTuple):
+    """What is projected (built once per cloth): ``edges`` (E, 2); the limits ``high[k] *
+    rest_length[rest_index[k]]`` (longest) and ``low[k] * rest_length[rest_index[k]]`` (shortest;
+    zeros: no compression limit), read from the cloth's rest lengths at every call (shrink);
+    ``lines``: :func:`thread_lines` or :func:`no_lines`."""
+
+    edges: np.ndarray
+    rest_index: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    lines: ThreadLines
+
+
+class Workspace(NamedTuple):
+    """The scratch arrays of :func:`fast_projection` (:func:`workspace`, allocated once per cloth)."""
+
+    active: np.ndarray  # (E,) edge of each active row
+    dirs: np.ndarray  # (E, 3) its unit direction
+    c: np.ndarray  # constraint values
+    diag: np.ndarray  # diagonal of the damped system
+    dl: np.ndarray  # multipliers of this Newton step
+    r: np.ndarray
+    z: np.ndarray
+    p: np.ndarray
+    ap: np.ndarray
+    y: np.ndarray  # (N, 3), kept zero between uses
+    mark: np.ndarray  # (N,), kept False
+    touched: np.ndarray  # (N,)
+    pos: np.ndarray  # (E,) active row of each edge, kept -1
+    order: np.ndarray  # the line factor's
+    sub: np.ndarray
+    piv: np.ndarray
+    tmp: np.ndarray
+
+
+def workspace(n_vertices, n_edges) -> Workspace:
     e, n = n_edges, n_vertices
-    return (
-        np.empty(e, np.int64),  # active
-        np.empty((e, 3)),  # dirs
-        np.empty(e),  # c
-        np.empty(e),  # diag
-        np.empty(e),  # dl
-        np.empty(e),  # r
-        np.empty(e),  # z
-        np.empty(e),  # p
-        np.empty(e),  # ap
-        np.zeros((n, 3)),  # y (kept zero between uses)
-        np.zeros(n, np.bool_),  # mark (kept False)
-        np.empty(n, np.int64),  # touched
-        np.full(e, -1, np.int64),  # pos (kept -1)
-        np.empty(e, np.int64),  # order
-        np.empty(e),  # sub
-        np.empty(e),  # piv
-        np.empty(e),  # tmp
-        np.empty(e, np.bool_),  # seen
+    return Workspace(
+        np.empty(e, np.int64),
+        np.empty((e, 3)),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
+        np.zeros((n, 3)),
+        np.zeros(n, np.bool_),
+        np.empty(n, np.int64),
+        np.full(e, -1, np.int64),
+        np.empty(e, np.int64),
+        np.empty(e),
+        np.empty(e),
+        np.empty(e),
     )
 
 
 @njit(**_JIT)
 def fast_projection(
-    x, inv_mass, edges, max_length, min_length, normal, lam, newton_steps, cg_iterations, cg_tolerance, nbr, ws, damping
+    x, inv_mass, normal, lam, rest_length, problem, newton_steps, cg_iterations, cg_tolerance, damping, ws
 ):
-    """Project the active edges of ``edges`` onto ``max_length`` (module docstring), in place;
-    edges shorter than ``min_length`` (zeros: none) are pushed back onto it the same way.
+    """Project the active edges of ``problem`` (:class:`FineEdges`) onto their longest length
+    (module docstring), in place; edges shorter than their shortest length are pushed back onto it
+    the same way.
 
     ``normal``: (N, 3) unit contact normals (zero rows: free vertices); ``lam``: (E,) the
     multipliers of the last solve per edge (warm start; updated; pass zeros for a cold start);
-    ``nbr``: :func:`line_neighbours` (the preconditioner), or no rows for Jacobi; ``ws``:
-    :func:`workspace`; ``damping``: added to the system's diagonal, relative.
+    ``rest_length``: indexed by ``problem.rest_index``; ``damping``: added to the system's
+    diagonal, relative; ``ws``: :func:`workspace`.
     Returns (active edges in the first Newton step, CG iterations in all).
     """
+    edges, rest_index, high, low, lines = problem
     n_edges = edges.shape[0]
-    active, dirs, c, diag, dl, r, z, p, ap, y, mark, touched_all, pos, order, sub, piv, tmp, seen = ws
-    lines = nbr.shape[0] == n_edges
+    active, dirs, c, diag, dl, r, z, p, ap, y, mark, touched_all = ws[:12]
+    pos, order, sub, piv, tmp = ws[12:]
+    use_lines = lines.nbr.shape[0] == n_edges
     first_active = 0
     total_cg = 0
     for step in range(newton_steps):
@@ -239,9 +344,10 @@ def fast_projection(
             dy = x[i, 1] - x[j, 1]
             dz = x[i, 2] - x[j, 2]
             length_sq = dx * dx + dy * dy + dz * dz
-            limit = max_length[k]
+            rest = rest_length[rest_index[k]]
+            limit = high[k] * rest
             if length_sq <= limit * limit:
-                limit = min_length[k]
+                limit = low[k] * rest
                 if length_sq >= limit * limit or length_sq == 0.0:
                     lam[k] = 0.0
                     continue
@@ -272,14 +378,14 @@ def fast_projection(
         if n_active == 0:
             break
         # preconditioned CG on (J W J^T) dl = c: Jacobi, or the thread lines' tridiagonal
-        if lines:
-            _line_factor(active, n_active, pos, edges, dirs, diag, inv_mass, normal, nbr, order, sub, piv, seen)
+        if use_lines:
+            _line_factor(lines, pos, active, edges, dirs, diag, inv_mass, normal, order, sub, piv)
         _matvec(dl, active, n_active, edges, dirs, inv_mass, normal, y, touched, ap, diag, damping)
         rr0 = 0.0
         for a in range(n_active):
             r[a] = c[a] - ap[a]
             rr0 += c[a] * c[a]
-        _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag)
+        _precondition(r, z, n_active, use_lines, order, sub, piv, tmp, diag)
         rz = 0.0
         for a in range(n_active):
             p[a] = z[a]
@@ -302,7 +408,7 @@ def fast_projection(
             for a in range(n_active):
                 dl[a] += alpha * p[a]
                 r[a] -= alpha * ap[a]
-            _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag)
+            _precondition(r, z, n_active, use_lines, order, sub, piv, tmp, diag)
             rz_new = 0.0
             for a in range(n_active):
                 rz_new += r[a] * z[a]

@@ -15,7 +15,7 @@ from selvedge.solver import Cloth, ClothInputError, ClothOptions, SolverSettings
 from selvedge.solver.collisions import Colliders
 from selvedge.solver.collisions.proxies import Sphere
 from selvedge.solver.constraints import BIAS
-from selvedge.solver.fine_projection import fast_projection, line_neighbours, workspace
+from selvedge.solver.fine_projection import FineEdges, fast_projection, no_lines, thread_lines, workspace
 
 N = 10
 
@@ -48,22 +48,11 @@ def _constraint(x, edges, limit):
 def _project(x, inv_mass, edges, grain, limit, normal, steps, cg, *, lines=True, damping=0.0, tol=1e-12):
     x = x.copy()
     lam = np.zeros(len(edges))
-    nbr = line_neighbours(edges, grain) if lines else np.zeros((0, 2), np.int64)
-    stats = fast_projection(
-        x,
-        inv_mass,
-        edges,
-        limit,
-        np.zeros(len(edges)),
-        normal,
-        lam,
-        steps,
-        cg,
-        tol,
-        nbr,
-        workspace(len(x), len(edges)),
-        damping,
+    e = len(edges)
+    problem = FineEdges(
+        edges, np.arange(e), np.ones(e), np.zeros(e), thread_lines(edges, grain) if lines else no_lines()
     )
+    stats = fast_projection(x, inv_mass, normal, lam, limit, problem, steps, cg, tol, damping, workspace(len(x), e))
     return x, stats
 
 
