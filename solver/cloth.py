@@ -50,7 +50,7 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
-from .fine_projection import FineEdges, Workspace, fast_projection, thread_lines
+from .fine_projection import FineEdges, Workspace, fast_projection, fine_edges
 from .fine_projection import workspace as fp_workspace
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
@@ -1131,16 +1131,14 @@ class Cloth:
         grain = self.edge_grain[keep]
         per_grain = np.array([m.stretch_limit, m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp])
         limit = per_grain[grain]
-        edges = FineEdges(
-            np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64),
+        edges = fine_edges(
+            self.topology.edges[keep],
             keep,
             1.0 + limit,
             1.0 - limit if self.options.fine_projection_compression else np.zeros(len(keep)),
-            thread_lines(self.topology.edges[keep], grain),
+            grain,
         )
-        return _FineSetup(
-            key, edges, fp_workspace(len(self.x), len(keep)), np.zeros(len(keep)), np.zeros_like(self.x)
-        )
+        return _FineSetup(key, edges, fp_workspace(len(self.x), len(keep)), np.zeros(len(keep)), np.zeros_like(self.x))
 
     def _coarse_pass(self, levels: Hierarchy, sub: int, h: float, check_phases: bool, tick) -> None:
         """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with

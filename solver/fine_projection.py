@@ -20,10 +20,16 @@ projection slides it along the surface, never into it (or off it). Optionally ed
   cannot all be met (a sheet pinned at two corners: its top row is a taut string between the
   pins; undamped, Newton stretched it to 46-68 %).
 * The linear system is solved matrix-free by conjugate gradients, warm-started from the last
-  solve's multipliers, preconditioned by the thread lines: the active edges ordered along their
-  warp or weft line (``line_neighbours``), and the tridiagonal part of the matrix along each line
-  factored exactly. On a flat quad grid the perpendicular edges decouple (``n_a . n_b = 0``) and
-  this is nearly the whole matrix: the same strain as Jacobi at half the iterations or fewer.
+  solve's multipliers, preconditioned by the thread lines: the edges are visited along their warp
+  or weft line (:func:`fine_edges`), so the active rows come numbered chain by chain (a run of
+  consecutive active edges of one line), and the tridiagonal part of the matrix along each chain
+  is factored exactly while the rows are chosen. On a flat quad grid the perpendicular edges
+  decouple (``n_a . n_b = 0``) and this is nearly the whole matrix: the same strain as Jacobi at
+  half the iterations or fewer.
+* Cost: one pass over the edges per Newton step (choice of the rows and the factor), five passes
+  over the active rows or the vertices per CG iteration (the update of the search direction
+  fused with its product's scatter, the line solve's forward pass with the update of the
+  residual); measured in docs/design/stiff_fabric.md.
 
 Fixed loop order: bit-reproducible. Measured in docs/design/stiff_fabric.md ("Fine level: fast
 projection").
@@ -39,49 +45,6 @@ from numba import njit
 from . import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._intrinsics import sqrt
 from .kernels import _JIT
-
-
-@njit(inline="always", **_JIT)
-def _apply_w(y, inv_mass, normal, v):
-    """y[v] <- W_v y[v] (inverse mass, with the contact normal's component removed)."""
-    w = inv_mass[v]
-    c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
-    d = y[v, 0] * c0 + y[v, 1] * c1 + y[v, 2] * c2
-    y[v, 0] = w * (y[v, 0] - d * c0)
-    y[v, 1] = w * (y[v, 1] - d * c1)
-    y[v, 2] = w * (y[v, 2] - d * c2)
-
-
-@njit(inline="always", **_JIT)
-def _add_jt(y, p, a, i, j, dirs):
-    """y += J_a^T p[a]: active row a (edge i-j, unit direction dirs[a]) times its multiplier."""
-    y[i, 0] += p[a] * dirs[a, 0]
-    y[i, 1] += p[a] * dirs[a, 1]
-    y[i, 2] += p[a] * dirs[a, 2]
-    y[j, 0] -= p[a] * dirs[a, 0]
-    y[j, 1] -= p[a] * dirs[a, 1]
-    y[j, 2] -= p[a] * dirs[a, 2]
-
-
-@njit(**_JIT)
-def _matvec(p, active, n_active, edges, dirs, inv_mass, normal, y, touched, out, diag, damping):
-    """out = J W J^T p over the active rows; ``y`` (N, 3) must be zero on entry and is left zero."""
-    for a in range(n_active):
-        k = active[a]
-        _add_jt(y, p, a, edges[k, 0], edges[k, 1], dirs)
-    for t in range(touched.shape[0]):
-        _apply_w(y, inv_mass, normal, touched[t])
-    for a in range(n_active):
-        k = active[a]
-        i, j = edges[k, 0], edges[k, 1]
-        out[a] = dirs[a, 0] * (y[i, 0] - y[j, 0]) + dirs[a, 1] * (y[i, 1] - y[j, 1]) + dirs[a, 2] * (y[i, 2] - y[j, 2])
-        if damping > 0.0:
-            out[a] += diag[a] * (damping / (1.0 + damping)) * p[a]
-    for t in range(touched.shape[0]):
-        v = touched[t]
-        y[v, 0] = 0.0
-        y[v, 1] = 0.0
-        y[v, 2] = 0.0
 
 
 def line_neighbours(edges, grain):
@@ -100,24 +63,14 @@ def line_neighbours(edges, grain):
     return out
 
 
-class ThreadLines(NamedTuple):
-    """The warp and weft lines of a mesh, for the preconditioner (built once: :func:`thread_lines`).
-
-    ``nbr``: :func:`line_neighbours`; ``edges``: every edge once, line by line, each open line from
-    one end, each closed one from its lowest edge towards that edge's ``nbr[k, 0]``; ``start``:
-    (lines + 1) offsets into ``edges``; ``closed``: per line. No rows: Jacobi (:func:`no_lines`)."""
-
-    nbr: np.ndarray
-    edges: np.ndarray
-    start: np.ndarray
-    closed: np.ndarray
-
-
-def thread_lines(edges, grain) -> ThreadLines:
+def thread_lines(edges, grain):
+    """(sweep, link): every edge once, line by line (each open line from one end, each closed one
+    from its lowest edge, cut there), and ``link[s]`` the vertex ``sweep[s]`` shares with
+    ``sweep[s - 1]`` where that is its neighbour on the line, -1 where a line starts."""
     nbr = line_neighbours(edges, grain)
     n = len(edges)
     seen = np.zeros(n, bool)
-    order, start, closed = [], [0], []
+    sweep, link = [], []
     for cycles in (False, True):  # lines with ends first; what is left are closed loops
         for k0 in range(n):
             if seen[k0] or (not cycles and nbr[k0, 0] >= 0 and nbr[k0, 1] >= 0):
@@ -125,7 +78,11 @@ def thread_lines(edges, grain) -> ThreadLines:
             k, prev = k0, -1
             while k >= 0 and not seen[k]:
                 seen[k] = True
-                order.append(k)
+                shared = -1
+                if prev >= 0:
+                    shared = int(edges[k, 0]) if edges[k, 0] in (edges[prev, 0], edges[prev, 1]) else int(edges[k, 1])
+                sweep.append(k)
+                link.append(shared)
                 nxt = -1
                 for side in range(2):
                     m = nbr[k, side]
@@ -133,185 +90,122 @@ def thread_lines(edges, grain) -> ThreadLines:
                         nxt = m
                         break
                 prev, k = k, nxt
-            start.append(len(order))
-            closed.append(cycles)
-    return ThreadLines(
-        nbr, np.array(order, np.int64), np.array(start, np.int64), np.array(closed, np.bool_).reshape(-1)
-    )
-
-
-def no_lines() -> ThreadLines:
-    """The Jacobi preconditioner instead of the thread lines."""
-    return ThreadLines(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.bool_))
-
-
-@njit(inline="always", **_JIT)
-def _chain_link(a, prev, active, edges, dirs, inv_mass, normal):
-    """The entry of J W J^T between active rows a and prev, consecutive on a thread line (through
-    the vertex they share)."""
-    k = active[a]
-    kp = active[prev]
-    v = edges[k, 0] if (edges[k, 0] == edges[kp, 0] or edges[k, 0] == edges[kp, 1]) else edges[k, 1]
-    sa = 1.0 if edges[k, 0] == v else -1.0
-    sb = 1.0 if edges[kp, 0] == v else -1.0
-    c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
-    da = dirs[a, 0] * c0 + dirs[a, 1] * c1 + dirs[a, 2] * c2
-    db = dirs[prev, 0] * c0 + dirs[prev, 1] * c1 + dirs[prev, 2] * c2
-    dot = dirs[a, 0] * dirs[prev, 0] + dirs[a, 1] * dirs[prev, 1] + dirs[a, 2] * dirs[prev, 2]
-    return sa * sb * inv_mass[v] * (dot - da * db)
-
-
-@njit(**_JIT)
-def _line_factor(lines, pos, active, edges, dirs, diag, inv_mass, normal, order, sub, piv):
-    """Order the active rows along the thread lines (chains of consecutive active edges; each from
-    its lower-numbered end, a wholly active closed line from its stored start) and factor the
-    tridiagonal part of J W J^T along them (LDL^T: ``sub`` the multipliers, ``piv`` the inverse
-    pivots; 0 between chains). One pass over the lines."""
-    line_edges, start, closed = lines.edges, lines.start, lines.closed
-    t = 0
-    for line in range(closed.shape[0]):
-        s = start[line]
-        n = start[line + 1] - s
-        first = 0  # a closed line is read from just after an inactive edge (runs do not wrap)
-        whole = False
-        if closed[line]:
-            whole = True
-            for u in range(n):
-                if pos[line_edges[s + u]] < 0:
-                    first = u + 1
-                    whole = False
-                    break
-        q = 0
-        while q < n:
-            u0 = s + first + q
-            if u0 >= s + n:
-                u0 -= n
-            if pos[line_edges[u0]] < 0:
-                q += 1
-                continue
-            u1 = u0  # the run of active edges u0..u1
-            length = 1
-            while q + length < n:
-                u = u1 + 1
-                if u >= s + n:
-                    u -= n
-                if pos[line_edges[u]] < 0:
-                    break
-                u1 = u
-                length += 1
-            step = 1
-            u = u0
-            if not whole and line_edges[u1] < line_edges[u0]:
-                step = -1
-                u = u1
-            prev = -1
-            last = 0.0
-            for _ in range(length):
-                a = pos[line_edges[u]]
-                order[t] = a
-                d = diag[a]
-                off = 0.0
-                if prev >= 0:
-                    off = _chain_link(a, prev, active, edges, dirs, inv_mass, normal)
-                    if off != 0.0:
-                        d -= off * off * last
-                if d <= 1e-6 * diag[a]:  # nearly singular chain: cut it here
-                    off = 0.0
-                    d = diag[a]
-                sub[t] = off * last  # l_t = off / pivot_{t-1}
-                last = 1.0 / d
-                piv[t] = last
-                prev = a
-                t += 1
-                u += step
-                if u >= s + n:
-                    u -= n
-                elif u < s:
-                    u += n
-            q += length
-    return t
-
-
-@njit(**_JIT)
-def _line_solve(r, z, n_active, order, sub, piv, tmp):
-    """z = T^-1 r for the factored tridiagonal T (:func:`_line_factor`): L D L^T z = r."""
-    prev = 0.0
-    for t in range(n_active):
-        prev = r[order[t]] - sub[t] * prev
-        tmp[t] = prev
-    nxt = 0.0
-    for t in range(n_active - 1, -1, -1):
-        l_next = sub[t + 1] if t + 1 < n_active else 0.0
-        nxt = tmp[t] * piv[t] - l_next * nxt
-        z[order[t]] = nxt
-
-
-@njit(inline="always", **_JIT)
-def _precondition(r, z, n_active, lines, order, sub, piv, tmp, diag):
-    """z = M^-1 r: the thread lines' tridiagonal solve, or Jacobi without lines."""
-    if lines:
-        _line_solve(r, z, n_active, order, sub, piv, tmp)
-    else:
-        for a in range(n_active):
-            z[a] = r[a] / diag[a]
+    return np.array(sweep, np.int64), np.array(link, np.int64)
 
 
 class FineEdges(NamedTuple):
-    """What is projected (built once per cloth): ``edges`` (E, 2); the limits ``high[k] *
-    rest_length[rest_index[k]]`` (longest) and ``low[k] * rest_length[rest_index[k]]`` (shortest;
-    zeros: no compression limit), read from the cloth's rest lengths at every call (shrink);
-    ``lines``: :func:`thread_lines` or :func:`no_lines`."""
+    """What is projected (:func:`fine_edges`, built once per cloth): ``edges`` (E, 2); the limits
+    ``high[k] * rest_length[rest_index[k]]`` (longest) and ``low[k] * rest_length[rest_index[k]]``
+    (shortest; zeros: no compression limit), read from the cloth's rest lengths at every call
+    (shrink); ``sweep`` / ``link``: the order the edges are visited in and the chaining of
+    consecutive ones (:func:`thread_lines`; without lines every edge alone: Jacobi)."""
 
     edges: np.ndarray
     rest_index: np.ndarray
     high: np.ndarray
     low: np.ndarray
-    lines: ThreadLines
+    sweep: np.ndarray
+    link: np.ndarray
+
+
+def fine_edges(edges, rest_index, high, low, grain=None) -> FineEdges:
+    """``grain``: each edge's (warp 0, weft 1) for the thread-line preconditioner; None: Jacobi."""
+    edges = np.ascontiguousarray(edges, dtype=np.int64)
+    if grain is None:
+        sweep, link = np.arange(len(edges), dtype=np.int64), np.full(len(edges), -1, np.int64)
+    else:
+        sweep, link = thread_lines(edges, grain)
+    f64 = np.float64
+    return FineEdges(
+        edges,
+        np.ascontiguousarray(rest_index, dtype=np.int64),
+        np.ascontiguousarray(high, dtype=f64),
+        np.ascontiguousarray(low, dtype=f64),
+        sweep,
+        link,
+    )
 
 
 class Workspace(NamedTuple):
-    """The scratch arrays of :func:`fast_projection` (:func:`workspace`, allocated once per cloth)."""
+    """The scratch arrays of :func:`fast_projection` (:func:`workspace`, allocated once per cloth);
+    per active row unless said."""
 
-    active: np.ndarray  # (E,) edge of each active row
+    active: np.ndarray  # its edge
     dirs: np.ndarray  # (E, 3) its unit direction
-    c: np.ndarray  # constraint values
-    diag: np.ndarray  # diagonal of the damped system
-    dl: np.ndarray  # multipliers of this Newton step
+    c: np.ndarray  # its constraint value
+    diag: np.ndarray  # the damped system's diagonal
+    dl: np.ndarray  # the multipliers of this Newton step
     r: np.ndarray
     z: np.ndarray
     p: np.ndarray
     ap: np.ndarray
-    y: np.ndarray  # (N, 3), kept zero between uses
-    mark: np.ndarray  # (N,), kept False
-    touched: np.ndarray  # (N,)
-    pos: np.ndarray  # (E,) active row of each edge, kept -1
-    order: np.ndarray  # the line factor's
-    sub: np.ndarray
-    piv: np.ndarray
-    tmp: np.ndarray
+    sub: np.ndarray  # the line factor: multipliers of L (0 where a chain starts)
+    piv: np.ndarray  # inverse pivots
+    tmp: np.ndarray  # the line solve's forward pass
+    y: np.ndarray  # (N, 3) J^T p, kept zero between uses
+    wy: np.ndarray  # (N, 3) W J^T p
 
 
 def workspace(n_vertices, n_edges) -> Workspace:
-    e, n = n_edges, n_vertices
+    e = [np.empty(n_edges) for _ in range(10)]
     return Workspace(
-        np.empty(e, np.int64),
-        np.empty((e, 3)),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
-        np.zeros((n, 3)),
-        np.zeros(n, np.bool_),
-        np.empty(n, np.int64),
-        np.full(e, -1, np.int64),
-        np.empty(e, np.int64),
-        np.empty(e),
-        np.empty(e),
-        np.empty(e),
+        np.empty(n_edges, np.int64), np.empty((n_edges, 3)), *e, np.zeros((n_vertices, 3)), np.zeros((n_vertices, 3))
     )
+
+
+@njit(inline="always", **_JIT)
+def _scatter(y, q, a, i, j, dirs):
+    """y += J_a^T q: active row a (edge i-j, unit direction dirs[a]) times q."""
+    y[i, 0] += q * dirs[a, 0]
+    y[i, 1] += q * dirs[a, 1]
+    y[i, 2] += q * dirs[a, 2]
+    y[j, 0] -= q * dirs[a, 0]
+    y[j, 1] -= q * dirs[a, 1]
+    y[j, 2] -= q * dirs[a, 2]
+
+
+@njit(inline="always", **_JIT)
+def _apply_w(y, wy, inv_mass, normal):
+    """wy <- W y over every vertex (inverse mass, the contact normal's component removed); y <- 0."""
+    for v in range(y.shape[0]):
+        w = inv_mass[v]
+        c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
+        d = y[v, 0] * c0 + y[v, 1] * c1 + y[v, 2] * c2
+        wy[v, 0] = w * (y[v, 0] - d * c0)
+        wy[v, 1] = w * (y[v, 1] - d * c1)
+        wy[v, 2] = w * (y[v, 2] - d * c2)
+        y[v, 0] = 0.0
+        y[v, 1] = 0.0
+        y[v, 2] = 0.0
+
+
+@njit(inline="always", **_JIT)
+def _gather(p, active, n_active, edges, dirs, wy, out, diag, relative):
+    """out = J wy + relative diag p (the damping); returns p . out."""
+    pap = 0.0
+    for a in range(n_active):
+        k = active[a]
+        i, j = edges[k, 0], edges[k, 1]
+        acc = (
+            dirs[a, 0] * (wy[i, 0] - wy[j, 0]) + dirs[a, 1] * (wy[i, 1] - wy[j, 1]) + dirs[a, 2] * (wy[i, 2] - wy[j, 2])
+        )
+        acc += diag[a] * relative * p[a]
+        out[a] = acc
+        pap += p[a] * acc
+    return pap
+
+
+@njit(inline="always", **_JIT)
+def _backward(r, z, n_active, sub, piv, tmp):
+    """The line solve's backward pass (L^T, D), z = T^-1 r from the forward pass's ``tmp``; returns r . z."""
+    nxt = 0.0
+    rz = 0.0
+    for t in range(n_active - 1, -1, -1):
+        l_next = sub[t + 1] if t + 1 < n_active else 0.0
+        nxt = tmp[t] * piv[t] - l_next * nxt
+        z[t] = nxt
+        rz += r[t] * nxt
+    return rz
 
 
 @njit(**_JIT)
@@ -328,17 +222,18 @@ def fast_projection(
     diagonal, relative; ``ws``: :func:`workspace`.
     Returns (active edges in the first Newton step, CG iterations in all).
     """
-    edges, rest_index, high, low, lines = problem
-    n_edges = edges.shape[0]
-    active, dirs, c, diag, dl, r, z, p, ap, y, mark, touched_all = ws[:12]
-    pos, order, sub, piv, tmp = ws[12:]
-    use_lines = lines.nbr.shape[0] == n_edges
+    edges, rest_index, high, low, sweep, link = problem
+    active, dirs, c, diag, dl, r, z, p, ap, sub, piv, tmp, y, wy = ws
+    relative = damping / (1.0 + damping)
     first_active = 0
     total_cg = 0
     for step in range(newton_steps):
+        # the active rows, chain by chain, and the LDL^T factor of each chain's tridiagonal
         n_active = 0
-        n_touched = 0
-        for k in range(n_edges):
+        chained = False  # the last edge visited is an active row
+        last = 0.0  # the last inverse pivot
+        for s in range(sweep.shape[0]):
+            k = sweep[s]
             i, j = edges[k, 0], edges[k, 1]
             dx = x[i, 0] - x[j, 0]
             dy = x[i, 1] - x[j, 1]
@@ -350,6 +245,7 @@ def fast_projection(
                 limit = low[k] * rest
                 if length_sq >= limit * limit or length_sq == 0.0:
                     lam[k] = 0.0
+                    chained = False
                     continue
             length = sqrt(length_sq)
             d0, d1, d2 = dx / length, dy / length, dz / length
@@ -357,82 +253,96 @@ def fast_projection(
             cj = normal[j, 0] * d0 + normal[j, 1] * d1 + normal[j, 2] * d2
             dg = inv_mass[i] * (1.0 - ci * ci) + inv_mass[j] * (1.0 - cj * cj)
             if dg <= 1e-12 * (inv_mass[i] + inv_mass[j]) or dg <= 0.0:
+                chained = False
                 continue  # both ends held against the pull
-            active[n_active] = k
-            dirs[n_active, 0] = d0
-            dirs[n_active, 1] = d1
-            dirs[n_active, 2] = d2
-            c[n_active] = length - limit
-            diag[n_active] = dg * (1.0 + damping)
-            pos[k] = n_active
-            dl[n_active] = lam[k] if step == 0 else 0.0
+            a = n_active
+            active[a] = k
+            dirs[a, 0] = d0
+            dirs[a, 1] = d1
+            dirs[a, 2] = d2
+            c[a] = length - limit
+            diag[a] = dg * (1.0 + damping)
+            dl[a] = lam[k] if step == 0 else 0.0
+            d = diag[a]
+            off = 0.0
+            v = link[s]
+            if chained and v >= 0:
+                # the entry of J W J^T between this row and the last (their shared vertex v)
+                kp = active[a - 1]
+                sa = 1.0 if i == v else -1.0
+                sb = 1.0 if edges[kp, 0] == v else -1.0
+                c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
+                da = d0 * c0 + d1 * c1 + d2 * c2
+                db = dirs[a - 1, 0] * c0 + dirs[a - 1, 1] * c1 + dirs[a - 1, 2] * c2
+                dot = d0 * dirs[a - 1, 0] + d1 * dirs[a - 1, 1] + d2 * dirs[a - 1, 2]
+                off = sa * sb * inv_mass[v] * (dot - da * db)
+                if off != 0.0:
+                    d -= off * off * last
+            if d <= 1e-6 * diag[a]:  # nearly singular chain: cut it here
+                off = 0.0
+                d = diag[a]
+            sub[a] = off * last  # l_a = off / pivot_{a-1}
+            last = 1.0 / d
+            piv[a] = last
+            chained = True
             n_active += 1
-            for v in (i, j):
-                if not mark[v]:
-                    mark[v] = True
-                    touched_all[n_touched] = v
-                    n_touched += 1
-        touched = touched_all[:n_touched]
         if step == 0:
             first_active = n_active
         if n_active == 0:
             break
-        # preconditioned CG on (J W J^T) dl = c: Jacobi, or the thread lines' tridiagonal
-        if use_lines:
-            _line_factor(lines, pos, active, edges, dirs, diag, inv_mass, normal, order, sub, piv)
-        _matvec(dl, active, n_active, edges, dirs, inv_mass, normal, y, touched, ap, diag, damping)
+        # preconditioned CG on (J W J^T + damping) dl = c, from the warm start
+        for a in range(n_active):
+            k = active[a]
+            _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
+        _apply_w(y, wy, inv_mass, normal)
+        _gather(dl, active, n_active, edges, dirs, wy, ap, diag, relative)
         rr0 = 0.0
+        rr = 0.0
+        fwd = 0.0
         for a in range(n_active):
             r[a] = c[a] - ap[a]
             rr0 += c[a] * c[a]
-        _precondition(r, z, n_active, use_lines, order, sub, piv, tmp, diag)
-        rz = 0.0
-        for a in range(n_active):
-            p[a] = z[a]
-            rz += r[a] * z[a]
+            rr += r[a] * r[a]
+            fwd = r[a] - sub[a] * fwd
+            tmp[a] = fwd
+        rz = _backward(r, z, n_active, sub, piv, tmp)
         tol_sq = cg_tolerance * cg_tolerance * rr0
-        for _ in range(cg_iterations):
-            rr = 0.0
-            for a in range(n_active):
-                rr += r[a] * r[a]
+        beta = 0.0
+        for it in range(cg_iterations):
             if rr <= tol_sq:
                 break
             total_cg += 1
-            _matvec(p, active, n_active, edges, dirs, inv_mass, normal, y, touched, ap, diag, damping)
-            pap = 0.0
-            for a in range(n_active):
-                pap += p[a] * ap[a]
+            for a in range(n_active):  # p = z + beta p, and J^T p
+                p[a] = z[a] + beta * p[a] if it > 0 else z[a]
+                k = active[a]
+                _scatter(y, p[a], a, edges[k, 0], edges[k, 1], dirs)
+            _apply_w(y, wy, inv_mass, normal)
+            pap = _gather(p, active, n_active, edges, dirs, wy, ap, diag, relative)
             if pap <= 0.0:
                 break
             alpha = rz / pap
-            for a in range(n_active):
+            rr = 0.0
+            fwd = 0.0
+            for a in range(n_active):  # the step, the residual, the line solve's forward pass
                 dl[a] += alpha * p[a]
                 r[a] -= alpha * ap[a]
-            _precondition(r, z, n_active, use_lines, order, sub, piv, tmp, diag)
-            rz_new = 0.0
-            for a in range(n_active):
-                rz_new += r[a] * z[a]
+                rr += r[a] * r[a]
+                fwd = r[a] - sub[a] * fwd
+                tmp[a] = fwd
+            rz_new = _backward(r, z, n_active, sub, piv, tmp)
             beta = rz_new / rz
             rz = rz_new
-            for a in range(n_active):
-                p[a] = z[a] + beta * p[a]
         # x <- x - W J^T dl
         for a in range(n_active):
             k = active[a]
-            _add_jt(y, dl, a, edges[k, 0], edges[k, 1], dirs)
+            _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
             if step == 0:
                 lam[k] = dl[a]
             else:
                 lam[k] += dl[a]
-            pos[k] = -1
-        for t in range(n_touched):
-            v = touched[t]
-            _apply_w(y, inv_mass, normal, v)
-            x[v, 0] -= y[v, 0]
-            x[v, 1] -= y[v, 1]
-            x[v, 2] -= y[v, 2]
-            y[v, 0] = 0.0
-            y[v, 1] = 0.0
-            y[v, 2] = 0.0
-            mark[v] = False
+        _apply_w(y, wy, inv_mass, normal)
+        for v in range(x.shape[0]):
+            x[v, 0] -= wy[v, 0]
+            x[v, 1] -= wy[v, 1]
+            x[v, 2] -= wy[v, 2]
     return first_active, total_cg

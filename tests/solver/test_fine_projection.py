@@ -15,7 +15,7 @@ from selvedge.solver import Cloth, ClothInputError, ClothOptions, SolverSettings
 from selvedge.solver.collisions import Colliders
 from selvedge.solver.collisions.proxies import Sphere
 from selvedge.solver.constraints import BIAS
-from selvedge.solver.fine_projection import FineEdges, fast_projection, no_lines, thread_lines, workspace
+from selvedge.solver.fine_projection import fast_projection, fine_edges, workspace
 
 N = 10
 
@@ -49,9 +49,7 @@ def _project(x, inv_mass, edges, grain, limit, normal, steps, cg, *, lines=True,
     x = x.copy()
     lam = np.zeros(len(edges))
     e = len(edges)
-    problem = FineEdges(
-        edges, np.arange(e), np.ones(e), np.zeros(e), thread_lines(edges, grain) if lines else no_lines()
-    )
+    problem = fine_edges(edges, np.arange(e), np.ones(e), np.zeros(e), grain if lines else None)
     stats = fast_projection(x, inv_mass, normal, lam, limit, problem, steps, cg, tol, damping, workspace(len(x), e))
     return x, stats
 
