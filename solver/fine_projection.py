@@ -94,34 +94,35 @@ def thread_lines(edges, grain):
 
 
 class FineEdges(NamedTuple):
-    """What is projected (:func:`fine_edges`, built once per cloth): ``edges`` (E, 2); the limits
-    ``high[k] * rest_length[rest_index[k]]`` (longest) and ``low[k] * rest_length[rest_index[k]]``
-    (shortest; zeros: no compression limit), read from the cloth's rest lengths at every call
-    (shrink); ``sweep`` / ``link``: the order the edges are visited in and the chaining of
-    consecutive ones (:func:`thread_lines`; without lines every edge alone: Jacobi)."""
+    """What is projected (:func:`fine_edges`, built once per cloth), one row per edge in the order
+    they are visited (line by line, :func:`thread_lines`): ``edges`` (E, 2); the limits ``high *
+    rest_length[rest_index]`` (longest) and ``low * rest_length[rest_index]`` (shortest; zeros: no
+    compression limit), read from the caller's rest lengths at every call (shrink); ``link``: the
+    vertex an edge shares with the one before it on its line, -1 where a chain cannot continue
+    (a line starts; every edge without lines: Jacobi)."""
 
     edges: np.ndarray
     rest_index: np.ndarray
     high: np.ndarray
     low: np.ndarray
-    sweep: np.ndarray
     link: np.ndarray
 
 
 def fine_edges(edges, rest_index, high, low, grain=None) -> FineEdges:
-    """``grain``: each edge's (warp 0, weft 1) for the thread-line preconditioner; None: Jacobi."""
-    edges = np.ascontiguousarray(edges, dtype=np.int64)
+    """The rows of ``edges`` (and their ``rest_index``, ``high``, ``low``) reordered along their
+    thread lines; ``grain``: each edge's (warp 0, weft 1), None for the Jacobi preconditioner.
+    The multipliers :func:`fast_projection` keeps are in this order."""
+    edges = np.asarray(edges, dtype=np.int64)
     if grain is None:
         sweep, link = np.arange(len(edges), dtype=np.int64), np.full(len(edges), -1, np.int64)
     else:
         sweep, link = thread_lines(edges, grain)
     f64 = np.float64
     return FineEdges(
-        edges,
-        np.ascontiguousarray(rest_index, dtype=np.int64),
-        np.ascontiguousarray(high, dtype=f64),
-        np.ascontiguousarray(low, dtype=f64),
-        sweep,
+        np.ascontiguousarray(edges[sweep]),
+        np.ascontiguousarray(np.asarray(rest_index, dtype=np.int64)[sweep]),
+        np.ascontiguousarray(np.asarray(high, dtype=f64)[sweep]),
+        np.ascontiguousarray(np.asarray(low, dtype=f64)[sweep]),
         link,
     )
 
@@ -222,7 +223,7 @@ def fast_projection(
     diagonal, relative; ``ws``: :func:`workspace`.
     Returns (active edges in the first Newton step, CG iterations in all).
     """
-    edges, rest_index, high, low, sweep, link = problem
+    edges, rest_index, high, low, link = problem
     active, dirs, c, diag, dl, r, z, p, ap, sub, piv, tmp, y, wy = ws
     relative = damping / (1.0 + damping)
     first_active = 0
@@ -232,8 +233,7 @@ def fast_projection(
         n_active = 0
         chained = False  # the last edge visited is an active row
         last = 0.0  # the last inverse pivot
-        for s in range(sweep.shape[0]):
-            k = sweep[s]
+        for k in range(edges.shape[0]):
             i, j = edges[k, 0], edges[k, 1]
             dx = x[i, 0] - x[j, 0]
             dy = x[i, 1] - x[j, 1]
@@ -248,7 +248,8 @@ def fast_projection(
                     chained = False
                     continue
             length = sqrt(length_sq)
-            d0, d1, d2 = dx / length, dy / length, dz / length
+            inv = 1.0 / length
+            d0, d1, d2 = dx * inv, dy * inv, dz * inv
             ci = normal[i, 0] * d0 + normal[i, 1] * d1 + normal[i, 2] * d2
             cj = normal[j, 0] * d0 + normal[j, 1] * d1 + normal[j, 2] * d2
             dg = inv_mass[i] * (1.0 - ci * ci) + inv_mass[j] * (1.0 - cj * cj)
@@ -265,7 +266,7 @@ def fast_projection(
             dl[a] = lam[k] if step == 0 else 0.0
             d = diag[a]
             off = 0.0
-            v = link[s]
+            v = link[k]
             if chained and v >= 0:
                 # the entry of J W J^T between this row and the last (their shared vertex v)
                 kp = active[a - 1]
