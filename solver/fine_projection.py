@@ -291,17 +291,19 @@ def fast_projection(
             first_active = n_active
         if n_active == 0:
             break
-        # preconditioned CG on (J W J^T + damping) dl = c, from the warm start
-        for a in range(n_active):
-            k = active[a]
-            _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
-        _apply_w(y, wy, inv_mass, normal)
-        _gather(dl, active, n_active, edges, dirs, wy, ap, diag, relative)
+        # preconditioned CG on (J W J^T + damping) dl = c, from the warm start (later Newton
+        # steps start from 0: no product)
+        if step == 0:
+            for a in range(n_active):
+                k = active[a]
+                _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
+            _apply_w(y, wy, inv_mass, normal)
+            _gather(dl, active, n_active, edges, dirs, wy, ap, diag, relative)
         rr0 = 0.0
         rr = 0.0
         fwd = 0.0
         for a in range(n_active):
-            r[a] = c[a] - ap[a]
+            r[a] = c[a] - ap[a] if step == 0 else c[a]
             rr0 += c[a] * c[a]
             rr += r[a] * r[a]
             fwd = r[a] - sub[a] * fwd
@@ -322,6 +324,10 @@ def fast_projection(
             if pap <= 0.0:
                 break
             alpha = rz / pap
+            if it == cg_iterations - 1:  # the last step: nothing reads the residual after it
+                for a in range(n_active):
+                    dl[a] += alpha * p[a]
+                break
             rr = 0.0
             fwd = 0.0
             for a in range(n_active):  # the step, the residual, the line solve's forward pass
