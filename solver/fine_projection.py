@@ -311,6 +311,8 @@ def fast_projection(
         rz = _backward(r, z, n_active, sub, piv, tmp)
         tol_sq = cg_tolerance * cg_tolerance * rr0
         beta = 0.0
+        alpha = 0.0
+        fold = False
         for it in range(cg_iterations):
             if rr <= tol_sq:
                 break
@@ -324,9 +326,8 @@ def fast_projection(
             if pap <= 0.0:
                 break
             alpha = rz / pap
-            if it == cg_iterations - 1:  # the last step: nothing reads the residual after it
-                for a in range(n_active):
-                    dl[a] += alpha * p[a]
+            if it == cg_iterations - 1:  # the last step, taken with the update below: no residual
+                fold = True
                 break
             rr = 0.0
             fwd = 0.0
@@ -341,6 +342,8 @@ def fast_projection(
             rz = rz_new
         # x <- x - W J^T dl
         for a in range(n_active):
+            if fold:
+                dl[a] += alpha * p[a]
             k = active[a]
             _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
             if step == 0:
