@@ -12,7 +12,7 @@ constraints ``C_k(x) = |x_i - x_j| - L_max,k``:
 with ``J`` the active rows (unit edge directions) and ``W`` the inverse masses (0 for pins). A
 vertex in contact with a body (unit push normal ``c_i``) has ``W_i = w_i (I - c_i c_i^T)``: the
 projection slides it along the surface, never into it (or off it). Optionally edges shorter than
-``(1 - limit) L0`` are pushed back out the same way (``min_length``).
+``(1 - limit) L0`` are pushed back out the same way (``FineEdges.low``).
 
 * Warp and weft only, as in the paper: with a triangle mesh's bias edges as well the constraints
   outnumber the free coordinates where the mesh is taut, and the converged solve diverged.
@@ -26,10 +26,13 @@ projection slides it along the surface, never into it (or off it). Optionally ed
   is factored exactly while the rows are chosen. On a flat quad grid the perpendicular edges
   decouple (``n_a . n_b = 0``) and this is nearly the whole matrix: the same strain as Jacobi at
   half the iterations or fewer.
-* Cost: one pass over the edges per Newton step (choice of the rows and the factor), five passes
-  over the active rows or the vertices per CG iteration (the update of the search direction
-  fused with its product's scatter, the line solve's forward pass with the update of the
-  residual); measured in docs/design/stiff_fabric.md.
+* Cost, counted in passes over arrays (that is where the time goes): per Newton step one over the
+  edges (the rows chosen and factored) and one over the vertices (x moved); per CG iteration
+  three for the product (J^T p scattered as p is updated, W at every vertex, J gathered) and two
+  for the line solve (its forward pass fused with the residual's update). Only the first Newton
+  step's warm start costs a product; the last CG step is taken in the update's pass. A closed
+  line (a sleeve's weft) is cut where it is stored to begin: a run of active edges across that
+  point is two chains.
 
 Fixed loop order: bit-reproducible. Measured in docs/design/stiff_fabric.md ("Fine level: fast
 projection").
@@ -132,6 +135,7 @@ class Workspace(NamedTuple):
     per active row unless said."""
 
     active: np.ndarray  # its edge
+    ends: np.ndarray  # (E, 2) that edge's vertices
     dirs: np.ndarray  # (E, 3) its unit direction
     c: np.ndarray  # its constraint value
     diag: np.ndarray  # the damped system's diagonal
@@ -150,7 +154,12 @@ class Workspace(NamedTuple):
 def workspace(n_vertices, n_edges) -> Workspace:
     e = [np.empty(n_edges) for _ in range(10)]
     return Workspace(
-        np.empty(n_edges, np.int64), np.empty((n_edges, 3)), *e, np.zeros((n_vertices, 3)), np.zeros((n_vertices, 3))
+        np.empty(n_edges, np.int64),
+        np.empty((n_edges, 2), np.int64),
+        np.empty((n_edges, 3)),
+        *e,
+        np.zeros((n_vertices, 3)),
+        np.zeros((n_vertices, 3)),
     )
 
 
@@ -181,12 +190,11 @@ def _apply_w(y, wy, inv_mass, normal):
 
 
 @njit(inline="always", **_JIT)
-def _gather(p, active, n_active, edges, dirs, wy, out, diag, relative):
+def _gather(p, ends, n_active, dirs, wy, out, diag, relative):
     """out = J wy + relative diag p (the damping); returns p . out."""
     pap = 0.0
     for a in range(n_active):
-        k = active[a]
-        i, j = edges[k, 0], edges[k, 1]
+        i, j = ends[a, 0], ends[a, 1]
         acc = (
             dirs[a, 0] * (wy[i, 0] - wy[j, 0]) + dirs[a, 1] * (wy[i, 1] - wy[j, 1]) + dirs[a, 2] * (wy[i, 2] - wy[j, 2])
         )
@@ -224,7 +232,7 @@ def fast_projection(
     Returns (active edges in the first Newton step, CG iterations in all).
     """
     edges, rest_index, high, low, link = problem
-    active, dirs, c, diag, dl, r, z, p, ap, sub, piv, tmp, y, wy = ws
+    active, ends, dirs, c, diag, dl, r, z, p, ap, sub, piv, tmp, y, wy = ws
     relative = damping / (1.0 + damping)
     first_active = 0
     total_cg = 0
@@ -258,6 +266,8 @@ def fast_projection(
                 continue  # both ends held against the pull
             a = n_active
             active[a] = k
+            ends[a, 0] = i
+            ends[a, 1] = j
             dirs[a, 0] = d0
             dirs[a, 1] = d1
             dirs[a, 2] = d2
@@ -295,10 +305,9 @@ def fast_projection(
         # steps start from 0: no product)
         if step == 0:
             for a in range(n_active):
-                k = active[a]
-                _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
+                _scatter(y, dl[a], a, ends[a, 0], ends[a, 1], dirs)
             _apply_w(y, wy, inv_mass, normal)
-            _gather(dl, active, n_active, edges, dirs, wy, ap, diag, relative)
+            _gather(dl, ends, n_active, dirs, wy, ap, diag, relative)
         rr0 = 0.0
         rr = 0.0
         fwd = 0.0
@@ -319,10 +328,9 @@ def fast_projection(
             total_cg += 1
             for a in range(n_active):  # p = z + beta p, and J^T p
                 p[a] = z[a] + beta * p[a] if it > 0 else z[a]
-                k = active[a]
-                _scatter(y, p[a], a, edges[k, 0], edges[k, 1], dirs)
+                _scatter(y, p[a], a, ends[a, 0], ends[a, 1], dirs)
             _apply_w(y, wy, inv_mass, normal)
-            pap = _gather(p, active, n_active, edges, dirs, wy, ap, diag, relative)
+            pap = _gather(p, ends, n_active, dirs, wy, ap, diag, relative)
             if pap <= 0.0:
                 break
             alpha = rz / pap
@@ -345,7 +353,7 @@ def fast_projection(
             if fold:
                 dl[a] += alpha * p[a]
             k = active[a]
-            _scatter(y, dl[a], a, edges[k, 0], edges[k, 1], dirs)
+            _scatter(y, dl[a], a, ends[a, 0], ends[a, 1], dirs)
             if step == 0:
                 lam[k] = dl[a]
             else:
