@@ -175,15 +175,22 @@ def _scatter(y, q, a, i, j, dirs):
 
 
 @njit(inline="always", **_JIT)
-def _apply_w(y, wy, inv_mass, normal):
-    """wy <- W y over every vertex (inverse mass, the contact normal's component removed); y <- 0."""
+def _apply_w(y, out, inv_mass, normal, subtract):
+    """out <- W y over every vertex (inverse mass, the contact normal's component removed), or
+    out -= W y with ``subtract``; y <- 0."""
     for v in range(y.shape[0]):
         w = inv_mass[v]
         c0, c1, c2 = normal[v, 0], normal[v, 1], normal[v, 2]
         d = y[v, 0] * c0 + y[v, 1] * c1 + y[v, 2] * c2
-        wy[v, 0] = w * (y[v, 0] - d * c0)
-        wy[v, 1] = w * (y[v, 1] - d * c1)
-        wy[v, 2] = w * (y[v, 2] - d * c2)
+        w0, w1, w2 = w * (y[v, 0] - d * c0), w * (y[v, 1] - d * c1), w * (y[v, 2] - d * c2)
+        if subtract:
+            out[v, 0] -= w0
+            out[v, 1] -= w1
+            out[v, 2] -= w2
+        else:
+            out[v, 0] = w0
+            out[v, 1] = w1
+            out[v, 2] = w2
         y[v, 0] = 0.0
         y[v, 1] = 0.0
         y[v, 2] = 0.0
@@ -306,7 +313,7 @@ def fast_projection(
         if step == 0:
             for a in range(n_active):
                 _scatter(y, dl[a], a, ends[a, 0], ends[a, 1], dirs)
-            _apply_w(y, wy, inv_mass, normal)
+            _apply_w(y, wy, inv_mass, normal, False)
             _gather(dl, ends, n_active, dirs, wy, ap, diag, relative)
         rr0 = 0.0
         rr = 0.0
@@ -329,7 +336,7 @@ def fast_projection(
             for a in range(n_active):  # p = z + beta p, and J^T p
                 p[a] = z[a] + beta * p[a] if it > 0 else z[a]
                 _scatter(y, p[a], a, ends[a, 0], ends[a, 1], dirs)
-            _apply_w(y, wy, inv_mass, normal)
+            _apply_w(y, wy, inv_mass, normal, False)
             pap = _gather(p, ends, n_active, dirs, wy, ap, diag, relative)
             if pap <= 0.0:
                 break
@@ -358,9 +365,5 @@ def fast_projection(
                 lam[k] = dl[a]
             else:
                 lam[k] += dl[a]
-        _apply_w(y, wy, inv_mass, normal)
-        for v in range(x.shape[0]):
-            x[v, 0] -= wy[v, 0]
-            x[v, 1] -= wy[v, 1]
-            x[v, 2] -= wy[v, 2]
+        _apply_w(y, x, inv_mass, normal, True)
     return first_active, total_cg
