@@ -72,6 +72,13 @@ for _n in (1, 2, 3):
         dict(fine_projection=_n),
         {},
     )
+#: fewer CG iterations a Newton step (``fine_projection_cg_iterations``): more steps for the same time
+for _n, _cg in ((1, 2), (2, 2), (3, 1)):
+    VARIANTS[f"fine_projection{_n}_cg{_cg}"] = (
+        f"defaults + fine projection, {_n} Newton steps x {_cg} CG",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg),
+        {},
+    )
 VARIANTS["fine_projection2_compression"] = (
     "defaults + fine projection, 2 x 5, stretch and compression",
     dict(fine_projection=2, fine_projection_compression=True),

@@ -18,7 +18,7 @@ Variants (``--variants``): ``defaults``; ``substeps12`` / ``substeps14`` / ``sub
 substeps (the reference at about equal cost for a candidate), ``substeps40``; ``limit_contacts``:
 ``ClothOptions.stretch_limit_contacts``; ``fine_projection1`` / ``2`` / ``3``: that many Newton
 steps of ``ClothOptions.fine_projection``, ``fine_projection2_compression`` with its compression
-limit. The coarse-pass candidates measured with this scene and
+limit, ``fine_projection<n>_cg<k>``: n Newton steps of k CG iterations. The coarse-pass candidates measured with this scene and
 not kept are in docs/design/stiff_fabric.md ("Garment: what was tried").
 
     .venv/bin/python bench/bench_stiff_garment.py --grid 48 --frames 60 --repeat 2
@@ -61,6 +61,13 @@ VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
 #: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
 for _n in (1, 2, 3):
     VARIANTS[f"fine_projection{_n}"] = (f"fine projection, {_n} Newton steps x 5 CG", dict(fine_projection=_n), {})
+#: fewer CG iterations a Newton step (``fine_projection_cg_iterations``): more steps for the same time
+for _n, _cg in ((1, 2), (2, 2), (3, 1)):
+    VARIANTS[f"fine_projection{_n}_cg{_cg}"] = (
+        f"fine projection, {_n} Newton steps x {_cg} CG",
+        dict(fine_projection=_n, fine_projection_cg_iterations=_cg),
+        {},
+    )
 VARIANTS["fine_projection2_compression"] = (
     "fine projection, 2 x 5, stretch and compression",
     dict(fine_projection=2, fine_projection_compression=True),

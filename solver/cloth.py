@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -49,7 +50,7 @@ from .diagnostics import (
     soft_pin_errors,
 )
 from .errors import ClothInputError, SimulationError
-from .fine_projection import fast_projection, line_neighbours
+from .fine_projection import FineEdges, Workspace, fast_projection, fine_edges
 from .fine_projection import workspace as fp_workspace
 from .forces import ExternalForces
 from .fused import FusedSchedule, run_colored_frame
@@ -92,6 +93,16 @@ _SOLVER_LOCK = threading.Lock()
 #: order in one piece: a level split into blocks costs three waits of the team (about what ~2000
 #: projections take on two threads) and delays its cut pairs to the end of its pass.
 STRETCH_LIMIT_BLOCK_MIN_PAIRS = 2000
+
+
+class _FineSetup(NamedTuple):
+    """:meth:`Cloth._fine_projection`'s arrays, kept while ``key`` (the limits' inputs) holds."""
+
+    key: tuple
+    edges: FineEdges
+    work: Workspace
+    lam: np.ndarray  # the last multipliers per edge (warm start)
+    normal: np.ndarray  # (N, 3) the body contacts' unit normals, refilled each substep
 
 
 class Cloth:
@@ -282,8 +293,8 @@ class Cloth:
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
         self.contact_push = np.zeros_like(rest)
         self.stretch_limit_active = 0
-        #: the fine projection's edges, limits, preconditioner, workspace, multipliers, contact normals
-        self._fp: tuple | None = None
+        #: the fine projection's setup (:class:`_FineSetup`), built at its first substep
+        self._fp: _FineSetup | None = None
         #: (active edges, CG iterations) of the last fine projection
         self.fine_projection_stats = (0, 0)
         self._colored: tuple | None = None
@@ -1081,53 +1092,28 @@ class Cloth:
         o = self.options
         m = self.material
         key = (m.stretch_limit, m.stretch_compliance_warp, m.stretch_compliance_weft, o.fine_projection_compression)
-        if self._fp is None or self._fp[0] != key:
-            keep = np.flatnonzero(self.edge_grain != BIAS)  # warp and weft only (module docstring)
-            edges = np.ascontiguousarray(self.topology.edges[keep], dtype=np.int64)
-            per_grain = np.array(
-                [m.stretch_limit, m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp]
-            )
-            limit = per_grain[self.edge_grain[keep]]
-            low = 1.0 - limit if o.fine_projection_compression else np.zeros(len(edges))
-            lines = line_neighbours(edges, self.edge_grain[keep])
-            work = fp_workspace(len(self.x), len(edges))
-            lengths = np.empty((3, len(edges)))  # rest, longest, shortest: refilled each substep (shrink)
-            self._fp = (
-                key,
-                keep,
-                edges,
-                1.0 + limit,
-                low,
-                lines,
-                work,
-                np.zeros(len(edges)),
-                np.zeros_like(self.x),
-                lengths,
-            )
-        _, keep, edges, high, low, lines, work, lam, normal, lengths = self._fp
+        fp = self._fp
+        if fp is None or fp.key != key:
+            fp = self._fp = self._fine_setup(key)
         handler = self.contact_handler
-        normal[:] = 0.0  # the body contacts' unit normals (the rule of the stretch limit's holds)
+        normal = fp.normal
+        normal.fill(0.0)  # the body contacts' unit normals (the rule of the stretch limit's holds)
         add_push = getattr(handler, "add_push_normals", None)
         if add_push is not None:
             add_push(self.x, normal)
             unit_rows(normal)
-        np.take(self.edge_rest_length, keep, out=lengths[0])
-        np.multiply(high, lengths[0], out=lengths[1])
-        np.multiply(low, lengths[0], out=lengths[2])
         self.fine_projection_stats = fast_projection(
             self.x,
             self.inv_mass,
-            edges,
-            lengths[1],
-            lengths[2],
             normal,
-            lam,
+            fp.lam,
+            self.edge_rest_length,
+            fp.edges,
             int(o.fine_projection),
             int(o.fine_projection_cg_iterations),
             1e-3,
-            lines,
-            work,
             float(o.fine_projection_damping),
+            fp.work,
         )
         tick("fine_projection", t0)
         if handler is not None:
@@ -1136,6 +1122,23 @@ class Cloth:
             tick("contacts_solve", t0)
         if check_phases:
             self._check("the fine projection", sub, h)
+
+    def _fine_setup(self, key) -> _FineSetup:
+        """The fine projection's edges (warp and weft only: :mod:`.fine_projection`), limits,
+        thread lines, workspace, multipliers and contact normals."""
+        m = self.material
+        keep = np.flatnonzero(self.edge_grain != BIAS)
+        grain = self.edge_grain[keep]
+        per_grain = np.array([m.stretch_limit, m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp])
+        limit = per_grain[grain]
+        edges = fine_edges(
+            self.topology.edges[keep],
+            keep,
+            1.0 + limit,
+            1.0 - limit if self.options.fine_projection_compression else np.zeros(len(keep)),
+            grain,
+        )
+        return _FineSetup(key, edges, fp_workspace(len(self.x), len(keep)), np.zeros(len(keep)), np.zeros_like(self.x))
 
     def _coarse_pass(self, levels: Hierarchy, sub: int, h: float, check_phases: bool, tick) -> None:
         """The hierarchical stretch limit (:func:`.multilevel.solve_multilevel`); with

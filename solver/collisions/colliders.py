@@ -578,12 +578,10 @@ class Colliders(ContactHandler):
         between held and free, and the cloth never came to rest (mm/s after 40 frames); every row
         within reach: a cloth leaving the ground was held by it. Self-collision pushes are not
         reported (a :class:`~.world.CollisionWorld` reports its cloth contacts)."""
-        n = self._n_contacts
-        if n:
-            v, normal = self.c_vertex[:n], self.c_normal[:n]
-            gap = np.einsum("ij,ij->i", normal, x[v] - self.c_point[:n]) - self.c_radius[:n]
-            on = gap <= self.c_radius[:n]
-            np.add.at(push, v[on], normal[on])
+        if self._n_contacts:
+            contacts.add_push_normals(
+                x, self.c_vertex, self.c_normal, self.c_point, self.c_radius, self._n_contacts, push
+            )
 
     def snapshot(self) -> ColliderSnapshot:
         """Every collider at the current frame (start and end poses), as read-only copies (:mod:`.snapshot`):

@@ -147,3 +147,19 @@ def solve_contacts(
         friction_acc[c, 0] = f0
         friction_acc[c, 1] = f1
         friction_acc[c, 2] = f2
+
+
+@njit(**_JIT)
+def add_push_normals(x, vertex, normal, point, radius, n_contacts, push):
+    """Add to ``push[vertex[c]]`` the normal of every contact row ``c < n_contacts`` whose vertex
+    lies, at ``x``, within the contact's own distance of touching (``n . (x - q) - r <= r``); rows
+    in order (the sums of ``np.add.at``). :meth:`.colliders.Colliders.add_push_normals` (measured
+    93 us for 1063 contacts in NumPy, a fine-projection or contact-aware substep pays it)."""
+    for c in range(n_contacts):
+        v = vertex[c]
+        n0, n1, n2 = normal[c, 0], normal[c, 1], normal[c, 2]
+        gap = n0 * (x[v, 0] - point[c, 0]) + n1 * (x[v, 1] - point[c, 1]) + n2 * (x[v, 2] - point[c, 2])
+        if gap - radius[c] <= radius[c]:
+            push[v, 0] += n0
+            push[v, 1] += n1
+            push[v, 2] += n2
