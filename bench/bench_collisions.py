@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "devtools"))
 from selvedge_import import import_selvedge
 
 import_selvedge()
+from garment_scene import tube_mesh
+
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Capsule, Colliders, SDFGrid, SelfCollision, TriangleMesh
 from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
@@ -249,20 +251,6 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6, partial=True)
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
-
-
-def tube_mesh(around, rows, rx, ry, z0, z1, centre=(0.0, 0.0)):
-    """A closed tube (elliptic section rx, ry) from z0 (bottom) to z1 (top): ``around * rows`` vertices."""
-    a = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
-    z = np.linspace(z0, z1, rows)
-    pos = np.array([[centre[0] + rx * np.cos(t), centre[1] + ry * np.sin(t), h] for h in z for t in a])
-    faces = []
-    for j in range(rows - 1):
-        for i in range(around):
-            a0, a1 = j * around + i, j * around + (i + 1) % around
-            b0, b1 = a0 + around, a1 + around
-            faces += [(a0, a1, b1), (a0, b1, b0)] if (i + j) % 2 else [(a0, a1, b0), (a1, b1, b0)]
-    return pos, np.array(faces, dtype=np.int64)
 
 
 def run_layers_case(frames, substeps, layers, warmup=4, partial=True):

@@ -90,6 +90,20 @@ def body_mesh():
     return v, t, one_sided
 
 
+def tube_mesh(around, rows, rx, ry, z0, z1, centre=(0.0, 0.0)):
+    """A closed tube (elliptic section rx, ry) from z0 (bottom) to z1 (top): ``around * rows`` vertices."""
+    a = np.linspace(0.0, 2.0 * np.pi, around, endpoint=False)
+    z = np.linspace(z0, z1, rows)
+    pos = np.array([[centre[0] + rx * np.cos(t), centre[1] + ry * np.sin(t), h] for h in z for t in a])
+    faces = []
+    for j in range(rows - 1):
+        for i in range(around):
+            a0, a1 = j * around + i, j * around + (i + 1) % around
+            b0, b1 = a0 + around, a1 + around
+            faces += [(a0, a1, b1), (a0, b1, b0)] if (i + j) % 2 else [(a0, a1, b0), (a1, b1, b0)]
+    return pos, np.array(faces, dtype=np.int64)
+
+
 def garment_world(
     grid: int = 48,
     size: float = 1.0,
