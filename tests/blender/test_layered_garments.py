@@ -166,6 +166,18 @@ def radial_gap_over_top(body, inner, outer):
     return float(radial[1].mean() - radial[0].mean())
 
 
+def body_distances_over_top(body, obj):
+    """Distances of the cloth's vertices over the body's top (within 10 cm of its vertical axis) to
+    the body's evaluated mesh (BVHTree.find_nearest), at the last frame."""
+    p = baked_world(obj, LAST)
+    body_eval = body.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    m = np.array(body_eval.matrix_world, dtype=np.float64)
+    local = (p - m[:3, 3]) @ np.linalg.inv(m[:3, :3]).T
+    top = local[np.linalg.norm(local[:, :2], axis=1) < 0.1]
+    body_tree = BVHTree.FromObject(body_eval, bpy.context.evaluated_depsgraph_get())
+    return np.array([body_tree.find_nearest(Vector(q))[3] for q in top])
+
+
 def test_a_cloth_opting_out_of_cloth_collisions_passes_through_the_other(cache_dir):
     """Both self-collide (so both are in the world), the outer one opts out of cloth-cloth: it falls
     through the inner layer onto the body. The world's own crossing count, in the sidecar, is the
@@ -177,7 +189,12 @@ def test_a_cloth_opting_out_of_cloth_collisions_passes_through_the_other(cache_d
     crossings, own, distances = layer_measures(inner, outer)
     assert crossings[-1] > 100, crossings
     assert own.tolist() == [0] * (LAST - FIRST + 1)  # each still keeps clear of itself
-    assert abs(radial_gap_over_top(body, inner, outer)) < 0.5 * PAIR_GAP  # both on the body
+    # it lies on the body, not on the inner layer: its lowest vertices over the body's top keep its
+    # own gap to the body (cloth + collider thickness, 8 mm), not the inner's gap plus the pair's
+    # (9.5 mm), where a colliding outer layer rests; the rest of it may lie in wrinkles
+    gap = OUTER_T + body.selvedge.collider_thickness_m
+    lowest = np.sort(body_distances_over_top(body, outer))[:3]
+    assert gap - 1e-4 <= lowest.min() and lowest.max() <= gap + 0.5e-3, (lowest, gap)
     doc = sidecar(outer)
     assert doc["settings"]["collision_world"]["objects"] == ["Inner", "Outer"]
     assert doc["settings"]["cloth_collision"]["collide_with_cloths"] is False
