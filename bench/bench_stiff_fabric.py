@@ -73,7 +73,7 @@ for _n in (1, 2, 3):
         {},
     )
 #: fewer CG iterations a Newton step (``fine_projection_cg_iterations``): more steps for the same time
-for _n, _cg in ((1, 2), (2, 2), (3, 1)):
+for _n, _cg in ((1, 1), (1, 2), (2, 1), (2, 2), (3, 1)):
     VARIANTS[f"fine_projection{_n}_cg{_cg}"] = (
         f"defaults + fine projection, {_n} Newton steps x {_cg} CG",
         dict(fine_projection=_n, fine_projection_cg_iterations=_cg),

@@ -62,7 +62,7 @@ VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
 for _n in (1, 2, 3):
     VARIANTS[f"fine_projection{_n}"] = (f"fine projection, {_n} Newton steps x 5 CG", dict(fine_projection=_n), {})
 #: fewer CG iterations a Newton step (``fine_projection_cg_iterations``): more steps for the same time
-for _n, _cg in ((1, 2), (2, 2), (3, 1)):
+for _n, _cg in ((1, 1), (1, 2), (2, 1), (2, 2), (3, 1)):
     VARIANTS[f"fine_projection{_n}_cg{_cg}"] = (
         f"fine projection, {_n} Newton steps x {_cg} CG",
         dict(fine_projection=_n, fine_projection_cg_iterations=_cg),
