@@ -149,8 +149,7 @@ def options_from_settings(cloth, polygons: bool = False):
     n-gons (``scene_read.has_polygons``); the solver gets Blender's loop triangles of them, every
     quad split one way, so its stretch limit's level graph is told to add the quads' second
     diagonals, as when the polygons themselves come in (a 64 x 64 quad grid hanging from two
-    corners: P95 strain 3.04 % without them, 1.58 % with; Blender's Cloth 2.57 %). The bake leaves
-    it False for the cloths of a collision world (see operators/bake/simulation.py)."""
+    corners: P95 strain 3.04 % without them, 1.58 % with; Blender's Cloth 2.57 %)."""
     from ..solver.settings import ClothOptions
 
     return ClothOptions(

@@ -138,14 +138,13 @@ def grid_cloth(
     return obj, pin_two_corners(obj, preset)
 
 
-def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=1.0, in_world=False):
+def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=1.0):
     """The solver run by hand on the same inputs, frames ``first``..``last``.
 
     Returns ``(out, world_out, world, cloth)``: object-space float32 positions per frame, the
     solver's world positions per frame, the pin targets (world) per frame and the solver.
     ``hooked``: ``(vertex, empty)`` for a vertex moved by a Hook modifier bound at the first
     frame; its target is computed from the empty's matrices, E(f) E(first)^-1 x_rest.
-    ``in_world``: the bake stepped the cloth in a collision world (``scene_read.cloth_options``).
     """
     import bpy
 
@@ -176,7 +175,7 @@ def reference_run(obj, pinned, first, last, weight_maps=None, hooked=None, unit=
         world[first] * unit,
         tris,
         material=s2s.material_from_settings(obj.selvedge),
-        options=cloth_options(obj, in_world),
+        options=cloth_options(obj),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
         pin_weights=pins,
         uvs=uvs,

@@ -186,16 +186,14 @@ def has_polygons(obj) -> bool:
     return bool((totals > 3).any())
 
 
-def cloth_options(obj, in_world: bool):
+def cloth_options(obj):
     """The solver ``ClothOptions`` a bake gives the cloth object: its settings, and the quads'
-    second diagonals in the stretch limit's level graph when the mesh has polygons, except for a
-    cloth in a collision world. That exception is a known special case at the wrong depth: with
-    the diagonals the layered-garments bake lands faster and its contacts miss a fast fold (4-5
-    self-crossing pairs at one frame; docs/design/stiff_fabric.md); it goes when the contacts
-    hold fast folds."""
+    second diagonals in the stretch limit's level graph when the mesh has polygons (in a
+    collision world too: with the crossed-frame retry the layered-garments bake keeps 0 crossing
+    pairs with them, where it crossed in 4-5 pairs before the retry; docs/design/stiff_fabric.md)."""
     from ..scene_to_solver import options_from_settings
 
-    return options_from_settings(obj.selvedge, has_polygons(obj) and not in_world)
+    return options_from_settings(obj.selvedge, has_polygons(obj))
 
 
 class EvaluatedReader:

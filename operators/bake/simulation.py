@@ -124,7 +124,7 @@ class Simulation:
                 reader = EvaluatedReader(obj)
                 rest, matrix = reader.world_positions(depsgraph)
                 material = material_from_settings(obj.selvedge)
-                options = cloth_options(obj, index in members)
+                options = cloth_options(obj)
                 s = obj.selvedge
                 settings_obj = replace(solver_settings, gravity_m_s2=scene_gravity(scene, s))
                 fields, field_warnings = read_force_fields(scene, depsgraph, obj, self.unit)

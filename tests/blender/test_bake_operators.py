@@ -39,15 +39,13 @@ def make_cloth(name="Cloth"):
     return grid_cloth(FIRST, LAST, name=name)  # moves 13 cm over 5 frames: the pins must follow
 
 
-def reference_run(obj, pinned, weight_maps=None, hooked=None, unit=1.0, in_world=False):
+def reference_run(obj, pinned, weight_maps=None, hooked=None, unit=1.0):
     """The solver run by hand on the same inputs; returns object-space float32 positions per frame.
 
     ``hooked``: ``(vertex, empty)`` for a vertex moved by a Hook modifier bound at the first
     frame; its target is computed from the empty's matrices, E(f) E(first)^-1 x_rest.
     """
-    return blender_scenes.reference_run(
-        obj, pinned, FIRST, LAST, weight_maps=weight_maps, hooked=hooked, unit=unit, in_world=in_world
-    )
+    return blender_scenes.reference_run(obj, pinned, FIRST, LAST, weight_maps=weight_maps, hooked=hooked, unit=unit)
 
 
 def test_pc2_bake_plays_back_through_blenders_mesh_cache_modifier(cache_dir):
@@ -275,7 +273,7 @@ def test_two_cloths_weight_map_and_a_hooked_pin_through_the_python_api(cache_dir
     errors = {}
     for obj, pins, maps, hooked in ((a, a_pins, {"bend": bend_weights}, None), (b, b_pins, None, (b_pins[1], empty))):
         # both cloths collide with each other: one collision world (they never touch here)
-        expected, expected_world, targets, _ = reference_run(obj, pins, maps, hooked, in_world=True)
+        expected, expected_world, targets, _ = reference_run(obj, pins, maps, hooked)
         errors[obj.name] = max(float(np.abs(evaluated_co(obj, f) - expected[f]).max()) for f in (2, 4, LAST))
         if hooked:
             travel = np.linalg.norm(targets[LAST][pins[1]] - targets[FIRST][pins[1]])
@@ -286,7 +284,7 @@ def test_two_cloths_weight_map_and_a_hooked_pin_through_the_python_api(cache_dir
     assert travel > 0.13 and hooked_error <= ATOL
     # The weight map reaches the solver: without it the first cloth ends elsewhere (~2e-5 m after 5 frames
     # of a limp silk sheet, 20x the comparison tolerance).
-    plain, _, _, _ = reference_run(a, a_pins, in_world=True)
+    plain, _, _, _ = reference_run(a, a_pins)
     assert np.abs(plain[LAST] - evaluated_co(a, LAST)).max() > 10 * ATOL
 
 

@@ -56,7 +56,7 @@ def direct_run(obj, mode):
         world,
         tris,
         material=s2s.material_from_settings(obj.selvedge),
-        options=cloth_options(obj, in_world=False),
+        options=cloth_options(obj),
         settings=s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base),
         pin_weights=pins,
         uvs=uvs,
