@@ -28,52 +28,29 @@ WINDOW_MAX = 64
 #: measured 1.16 x the whole list's contact time on the 64 x 64 drop, a third 0.63 x)
 PARTIAL_FRACTION_MAX = 1.0 / 3.0
 
-#: weight of the last substep's motion in a vertex's smoothed step (an exponential average of its
-#: substep displacements)
-STEP_SMOOTHING = 0.25
-
-#: a vertex whose smoothed step, relative to the common one, would take it off its path
+#: a vertex whose predicted step, relative to the common one, would take it off its path
 #: (``margin / 2``) in more substeps than this gets no step: its path stays where it is,
 #: relative to the common motion
 SLOW_SUBSTEPS = 4
 
 
 @njit(**_JIT)
-def path_steps(x_start, x_pred, x_prev, smooth, fresh, tolerance, out):
-    """Per vertex, the step its path takes per substep, relative to the common motion (the
-    per-axis median of the steps; :func:`~.cloth_contacts.path_deviations` removes the common
-    translation). The step is the exponential average ``smooth`` of the vertex's substep
-    displacements (``x_start - x_prev``, updated here; ``STEP_SMOOTHING`` the last one's weight)
-    plus what this substep's prediction adds to the last displacement (gravity, damping, a pin's
-    new target); ``fresh``: no displacement seen yet, the predicted step. A step that would not
-    take the vertex ``tolerance`` (``margin / 2``) off in ``SLOW_SUBSTEPS`` substeps is zero.
-    ``x_prev`` becomes ``x_start``.
+def path_steps(x_start, x_pred, tolerance, out):
+    """Per vertex, the step its path takes per substep: this substep's predicted step less the
+    common one (the per-axis median of the steps; :func:`~.cloth_contacts.path_deviations`
+    removes the common translation), zero when it would not take the vertex ``tolerance``
+    (``margin / 2``) off in ``SLOW_SUBSTEPS`` substeps.
 
-    Why not the last predicted step, relative to nothing: a pinned tube's rows next to its pins
-    shake by ~2-3 mm a substep at 20 substeps (the cloth's own elastic solve), so a path along
-    the last step left ``margin / 2`` at the next substep; and paths set at different substeps
-    of a swaying garment took different common velocities, so they drifted apart though the
-    cloth moved as one (both: docs/design/cloth_contacts.md, "Cost")."""
+    Paths along the absolute steps, set at different substeps of a swaying garment, took
+    different common velocities and drifted apart though the cloth moved as one; and the slow
+    vertices' paths, a window long, listed pairs that the cloth's own motion never brings
+    together (docs/design/cloth_contacts.md, "Cost")."""
     n = x_start.shape[0]
-    a = STEP_SMOOTHING
-    for i in range(n):
-        for d in range(3):
-            inst = x_pred[i, d] - x_start[i, d]
-            if fresh:
-                s = inst
-                step = inst
-            else:
-                r = x_start[i, d] - x_prev[i, d]
-                s = a * r + (1.0 - a) * smooth[i, d]
-                step = s + inst - r
-                if not (abs(step) < 1e3):  # non-finite: forget the history
-                    s = inst
-                    step = inst
-            smooth[i, d] = s
-            out[i, d] = step
-            x_prev[i, d] = x_start[i, d]
     if n == 0:
         return
+    for i in range(n):
+        for d in range(3):
+            out[i, d] = x_pred[i, d] - x_start[i, d]
     c0, c1, c2 = np.median(out[:, 0]), np.median(out[:, 1]), np.median(out[:, 2])
     slow = tolerance / SLOW_SUBSTEPS
     for i in range(n):
@@ -174,12 +151,7 @@ class CandidateLists:
         self._since = np.zeros(n, dtype=np.int64)
         self._window = np.zeros(n, dtype=np.int64)
         self._deviation = np.zeros(n)
-        #: the smoothed steps (:func:`path_steps`): last substep-start positions, the average
-        #: displacement, whether none was seen yet, and this substep's steps
-        self._x_prev = np.zeros((n, 3))
-        self._smooth = np.zeros((n, 3))
-        self._fresh = True
-        self._step = np.zeros((n, 3))
+        self._step = np.zeros((n, 3))  # this substep's path steps (:func:`path_steps`)
 
     _STATE = (
         "cand",
@@ -190,9 +162,6 @@ class CandidateLists:
         "_since",
         "_window",
         "_deviation",
-        "_x_prev",
-        "_smooth",
-        "_fresh",
     )
 
     def snapshot(self) -> tuple:
@@ -210,8 +179,7 @@ class CandidateLists:
         """Before a substep's narrow phase (``x_start``: positions at the substep start,
         ``x_pred``: predicted): detect again (all pairs, or the pairs of the vertices that left
         their paths) if any vertex left its path or its window ended. Counts in ``stats``."""
-        path_steps(x_start, x_pred, self._x_prev, self._smooth, self._fresh, 0.5 * self.margin_m, self._step)
-        self._fresh = False
+        path_steps(x_start, x_pred, 0.5 * self.margin_m, self._step)
         if self.cand is None:
             self.detect(x_start, self._step, inv_mass, stats)
             return
@@ -239,7 +207,7 @@ class CandidateLists:
     def detect(self, x_start, step, inv_mass, stats: dict) -> None:
         """New lists for the coming substeps, the sides of pairs seen before kept.
 
-        Every vertex is assumed to go on moving by ``step`` a substep (its smoothed step,
+        Every vertex is assumed to go on moving by ``step`` a substep (relative to the common motion,
         :func:`path_steps`) for ``window`` substeps, short enough that no vertex's path, relative to
         the common motion, is longer than an edge; the lists then hold every pair that can come
         within reach along those paths (see :func:`~.candidate_search.vertex_triangle_candidates`).
