@@ -13,9 +13,12 @@ pairs are found again (:meth:`CandidateLists.detect_partial`).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
+from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from . import candidate_search as cs
 from . import cloth_contacts as cc
+from ._jit import _JIT
 
 #: the most substeps one candidate list may serve (when nothing moves relative to the rest)
 WINDOW_MAX = 64
@@ -24,6 +27,101 @@ WINDOW_MAX = 64
 #: partial one (a partial pass over many vertices costs more than a whole one; nine tenths
 #: measured 1.16 x the whole list's contact time on the 64 x 64 drop, a third 0.63 x)
 PARTIAL_FRACTION_MAX = 1.0 / 3.0
+
+#: a vertex whose predicted step, relative to the common one, would take it off its path
+#: (``margin / 2``) in more substeps than this gets no step: its path stays where it is,
+#: relative to the common motion
+SLOW_SUBSTEPS = 4
+
+
+@njit(**_JIT)
+def path_steps(x_start, x_pred, tolerance, out):
+    """Per vertex, the step its path takes per substep: this substep's predicted step less the
+    common one (the per-axis median of the steps; :func:`~.cloth_contacts.path_deviations`
+    removes the common translation), zero when it would not take the vertex ``tolerance``
+    (``margin / 2``) off in ``SLOW_SUBSTEPS`` substeps.
+
+    Paths along the absolute steps, set at different substeps of a swaying garment, took
+    different common velocities and drifted apart though the cloth moved as one; and the slow
+    vertices' paths, a window long, listed pairs that the cloth's own motion never brings
+    together (docs/design/cloth_contacts.md, "Cost")."""
+    n = x_start.shape[0]
+    if n == 0:
+        return
+    for i in range(n):
+        for d in range(3):
+            out[i, d] = x_pred[i, d] - x_start[i, d]
+    c0, c1, c2 = np.median(out[:, 0]), np.median(out[:, 1]), np.median(out[:, 2])
+    slow = tolerance / SLOW_SUBSTEPS
+    for i in range(n):
+        r0, r1, r2 = out[i, 0] - c0, out[i, 1] - c1, out[i, 2] - c2
+        if r0 * r0 + r1 * r1 + r2 * r2 < slow * slow:
+            r0 = r1 = r2 = 0.0
+        out[i, 0], out[i, 1], out[i, 2] = r0, r1, r2
+
+
+@njit(**_JIT)
+def _window_paths(step, edge_length, window_max, path):
+    """The window of :meth:`CandidateLists._window_for` (returned) and each vertex's path over it
+    (``path``): its step less the centre of the steps' box, times the window."""
+    n = step.shape[0]
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    for i in range(n):
+        for d in range(3):
+            lo[d] = min(lo[d], step[i, d])
+            hi[d] = max(hi[d], step[i, d])
+    centre = 0.5 * (lo + hi) if n else np.zeros(3)
+    speed2 = 0.0
+    for i in range(n):
+        r2 = 0.0
+        for d in range(3):
+            r2 += (step[i, d] - centre[d]) ** 2
+        speed2 = max(speed2, r2)
+    speed = np.sqrt(speed2)
+    window = window_max if speed * window_max <= edge_length else max(1, int(edge_length / speed))
+    for i in range(n):
+        for d in range(3):
+            path[i, d] = window * (step[i, d] - centre[d])
+    return window
+
+
+@njit(**_JIT)
+def merge_pairs(old_a, old_b, old_side, old_held, old_keys, drop_a, drop_b, new_a, new_b, new_side, new_held, new_keys):
+    """The pairs of a partial re-detection as one list in key order: the old pairs (a, b, side,
+    held, key; sorted by key) whose ``drop_a[a]`` and ``drop_b[b]`` are both false, merged with
+    the new ones (sorted by key, disjoint from the kept ones). Linear in the lists' length: the
+    kept pairs are neither sorted nor given sides again."""
+    n_old = old_keys.shape[0]
+    n_new = new_keys.shape[0]
+    keep = np.empty(n_old, dtype=np.bool_)
+    total = n_new
+    for i in range(n_old):
+        keep[i] = not (drop_a[old_a[i]] or drop_b[old_b[i]])
+        if keep[i]:
+            total += 1
+    width = old_side.shape[1]
+    out_a = np.empty(total, dtype=np.int64)
+    out_b = np.empty(total, dtype=np.int64)
+    out_side = np.empty((total, width))
+    out_held = np.empty(total, dtype=np.bool_)
+    out_keys = np.empty(total, dtype=np.int64)
+    i = 0
+    j = 0
+    for k in range(total):
+        while i < n_old and not keep[i]:
+            i += 1
+        if j < n_new and (i >= n_old or new_keys[j] < old_keys[i]):
+            out_a[k], out_b[k], out_held[k], out_keys[k] = new_a[j], new_b[j], new_held[j], new_keys[j]
+            for c in range(width):
+                out_side[k, c] = new_side[j, c]
+            j += 1
+        else:
+            out_a[k], out_b[k], out_held[k], out_keys[k] = old_a[i], old_b[i], old_held[i], old_keys[i]
+            for c in range(width):
+                out_side[k, c] = old_side[i, c]
+            i += 1
+    return out_a, out_b, out_side, out_held, out_keys
 
 
 class CandidateLists:
@@ -53,8 +151,18 @@ class CandidateLists:
         self._since = np.zeros(n, dtype=np.int64)
         self._window = np.zeros(n, dtype=np.int64)
         self._deviation = np.zeros(n)
+        self._step = np.zeros((n, 3))  # this substep's path steps (:func:`path_steps`)
 
-    _STATE = ("cand", "_vt_keys", "_ee_keys", "_x_det", "_det_step", "_since", "_window", "_deviation")
+    _STATE = (
+        "cand",
+        "_vt_keys",
+        "_ee_keys",
+        "_x_det",
+        "_det_step",
+        "_since",
+        "_window",
+        "_deviation",
+    )
 
     def snapshot(self) -> tuple:
         """The lists' state (copies), for :meth:`restore`: a frame run again starts from the lists,
@@ -71,26 +179,24 @@ class CandidateLists:
         """Before a substep's narrow phase (``x_start``: positions at the substep start,
         ``x_pred``: predicted): detect again (all pairs, or the pairs of the vertices that left
         their paths) if any vertex left its path or its window ended. Counts in ``stats``."""
+        path_steps(x_start, x_pred, 0.5 * self.margin_m, self._step)
         if self.cand is None:
-            self.detect(x_start, x_pred, inv_mass, stats)
+            self.detect(x_start, self._step, inv_mass, stats)
             return
         self._since += 1
         common = cc.path_deviations(self._x_det, self._det_step, self._since, x_start, x_pred, self._deviation)
         broken = (self._since + 1 > self._window) | (self._deviation > 0.5 * self.margin_m)
         count = int(np.count_nonzero(broken))
         if count and (not self.partial_detection or count > PARTIAL_FRACTION_MAX * broken.shape[0]):
-            self.detect(x_start, x_pred, inv_mass, stats)
+            self.detect(x_start, self._step, inv_mass, stats)
         elif count:
-            self.detect_partial(x_start, x_pred, inv_mass, broken, common, stats)
+            self.detect_partial(x_start, self._step, inv_mass, broken, common, stats)
 
     def _window_for(self, step):
         """Substeps a list may serve when every vertex keeps ``step``: no path, relative to the
-        common motion, longer than an edge (at most WINDOW_MAX); and the relative steps."""
-        common = 0.5 * (step.min(axis=0) + step.max(axis=0)) if step.shape[0] else np.zeros(3)
-        relative = step - common
-        speed = float(np.sqrt(np.max(np.sum(relative * relative, axis=1)))) if step.shape[0] else 0.0
-        window = WINDOW_MAX if speed * WINDOW_MAX <= self.edge_length else max(1, int(self.edge_length / speed))
-        return window, relative
+        common motion, longer than an edge (at most WINDOW_MAX); and the paths over that window."""
+        path = np.empty_like(step)
+        return _window_paths(step, self.edge_length, WINDOW_MAX, path), path
 
     def _cell(self):
         """Two edge lengths: a query (a box about an edge wide, grown by the largest half-extent
@@ -98,11 +204,11 @@ class CandidateLists:
         around a sheet (the 48 x 48 garment's frame: 0.78 x the CPU time with one edge)."""
         return max(2.0 * self.edge_length, float(self.mesh.thickness.max()) + self.margin_m)
 
-    def detect(self, x_start, x_pred, inv_mass, stats: dict) -> None:
+    def detect(self, x_start, step, inv_mass, stats: dict) -> None:
         """New lists for the coming substeps, the sides of pairs seen before kept.
 
-        Every vertex is assumed to go on moving as in this substep (``step`` = predicted minus
-        start position) for ``window`` substeps, short enough that no vertex's path, relative to
+        Every vertex is assumed to go on moving by ``step`` a substep (relative to the common motion,
+        :func:`path_steps`) for ``window`` substeps, short enough that no vertex's path, relative to
         the common motion, is longer than an edge; the lists then hold every pair that can come
         within reach along those paths (see :func:`~.candidate_search.vertex_triangle_candidates`).
         They stay valid while every vertex keeps within ``margin / 2`` of its path (up to a
@@ -110,9 +216,8 @@ class CandidateLists:
         gets long paths only where the motion is, instead of one margin grown for the whole
         cloth."""
         x = x_start
-        step = x_pred - x
-        window, relative = self._window_for(step)
-        path = window * relative
+        step = step.copy()
+        window, path = self._window_for(step)
         m = self.mesh
         cv, ct = cs.vertex_triangle_candidates(x, inv_mass, m, self.margin_m, self._cell(), path)
         if self.edge_edge:
@@ -126,7 +231,7 @@ class CandidateLists:
         self._window[:] = window
         stats["detections"] += 1
 
-    def detect_partial(self, x_start, x_pred, inv_mass, broken, common, stats: dict) -> None:
+    def detect_partial(self, x_start, step, inv_mass, broken, common, stats: dict) -> None:
         """Re-detect only the pairs with a vertex in ``broken`` (its path left the margin or its
         window ended), keeping the rest of the lists.
 
@@ -142,11 +247,10 @@ class CandidateLists:
         x = x_start
         idx = np.flatnonzero(broken)
         self._x_det[idx] = x[idx] - np.asarray(common)
-        self._det_step[idx] = x_pred[idx] - x[idx]
+        self._det_step[idx] = step[idx]
         self._since[idx] = 0
-        window, relative = self._window_for(self._det_step)
+        window, path = self._window_for(self._det_step)
         self._window[idx] = window
-        path = window * relative
         q = self._x_det + self._since[:, None] * self._det_step + np.asarray(common)  # paths' positions now
         q[idx] = x[idx]
         tri_hit = broken[m.tris].any(axis=1)
@@ -155,40 +259,65 @@ class CandidateLists:
         va, ta = cs.vertex_triangle_candidates(*args, rows=idx)
         # the unbroken vertices against the few triangles with a broken corner, from those triangles
         vb, tb = cs.triangle_vertex_candidates(*args, np.flatnonzero(tri_hit), np.flatnonzero(~broken))
-        cand = self.cand
-        keep = ~(broken[cand.vt_vertex] | tri_hit[cand.vt_triangle])
-        cv = np.concatenate([cand.vt_vertex[keep], va, vb])
-        ct = np.concatenate([cand.vt_triangle[keep], ta, tb])
         if self.edge_edge:
-            ea1, eb1 = cs.edge_edge_candidates(*args, rows=np.flatnonzero(edge_hit))
-            keep_e = ~(edge_hit[cand.ee_a] | edge_hit[cand.ee_b])
-            ea = np.concatenate([cand.ee_a[keep_e], ea1])
-            eb = np.concatenate([cand.ee_b[keep_e], eb1])
+            ea, eb = cs.edge_edge_candidates(*args, rows=np.flatnonzero(edge_hit))
         else:
             ea = eb = np.zeros(0, dtype=np.int64)
-        self._install(x, cv, ct, ea, eb)
+        self._merge(x, np.concatenate([va, vb]), np.concatenate([ta, tb]), ea, eb, broken, tri_hit, edge_hit)
         stats["partial_detections"] += 1
         stats["redetected_vertices"] += int(idx.shape[0])
 
-    def _install(self, x, cv, ct, ea, eb):
-        """Sort the pairs by key, give them their sides at x (a pair found before keeps its
-        remembered side and held flag), and make them the lists."""
-        vt_side = np.empty(cv.shape[0])
-        cc.initial_vt_sides(x, self.mesh.tris, cv, ct, vt_side)
-        ee_side = np.empty((ea.shape[0], 3))
-        cc.initial_ee_sides(x, self.mesh.edges, ea, eb, ee_side)
-        vt_keys = cv * self.mesh.tris.shape[0] + ct  # ascending: vertex order, triangles sorted below
+    def _new_pairs(self, x, cv, ct, ea, eb):
+        """New pairs sorted by key, with their sides at x (a pair in the lists before keeps its
+        remembered side and held flag): (vt, ee), each [first, second, side (K, 1 or 3), held, keys]."""
+        m, cand = self.mesh, self.cand
+        vt_keys = cv * m.tris.shape[0] + ct
         order = np.argsort(vt_keys, kind="stable")
-        cv, ct, vt_side, vt_keys = cv[order], ct[order], vt_side[order], vt_keys[order]
-        ee_keys = ea * self.mesh.edges.shape[0] + eb
+        cv, ct, vt_keys = cv[order], ct[order], vt_keys[order]
+        vt_side = np.empty(cv.shape[0])
+        cc.initial_vt_sides(x, m.tris, cv, ct, vt_side)
+        ee_keys = ea * m.edges.shape[0] + eb
         order = np.argsort(ee_keys, kind="stable")
-        ea, eb, ee_side, ee_keys = ea[order], eb[order], ee_side[order], ee_keys[order]
+        ea, eb, ee_keys = ea[order], eb[order], ee_keys[order]
+        ee_side = np.empty((ea.shape[0], 3))
+        cc.initial_ee_sides(x, m.edges, ea, eb, ee_side)
         vt_held = np.zeros(cv.shape[0], dtype=np.bool_)
         ee_held = np.zeros(ea.shape[0], dtype=np.bool_)
-        if self.cand is not None:
-            cc.carry_sides(self._vt_keys, self.cand.vt_side, self.cand.vt_held, vt_keys, vt_side, vt_held)
-            cc.carry_sides(self._ee_keys, self.cand.ee_side, self.cand.ee_held, ee_keys, ee_side, ee_held)
-        self.cand = cc.Candidates(
-            cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held, np.zeros(cv.shape[0]), np.zeros(ea.shape[0])
+        if cand is not None:
+            cc.carry_sides(self._vt_keys, cand.vt_side, cand.vt_held, vt_keys, vt_side, vt_held)
+            cc.carry_sides(self._ee_keys, cand.ee_side, cand.ee_held, ee_keys, ee_side, ee_held)
+        return [cv, ct, vt_side.reshape(-1, 1), vt_held, vt_keys], [ea, eb, ee_side, ee_held, ee_keys]
+
+    def _merge(self, x, cv, ct, ea, eb, broken, tri_hit, edge_hit):
+        """The lists after a partial re-detection: the kept pairs (neither vertex broken nor
+        triangle or edge touching one) as they were, merged with the new pairs in key order; the
+        kept pairs are not sorted or given sides again (a partial pass costs what it renews)."""
+        vt, ee = self._new_pairs(x, cv, ct, ea, eb)
+        c = self.cand
+        cv, ct, vt_side, vt_held, self._vt_keys = merge_pairs(
+            c.vt_vertex, c.vt_triangle, c.vt_side.reshape(-1, 1), c.vt_held, self._vt_keys, broken, tri_hit, *vt
         )
-        self._vt_keys, self._ee_keys = vt_keys, ee_keys
+        ea, eb, ee_side, ee_held, self._ee_keys = merge_pairs(
+            c.ee_a, c.ee_b, c.ee_side, c.ee_held, self._ee_keys, edge_hit, edge_hit, *ee
+        )
+        self.cand = cc.Candidates(
+            cv, ct, vt_side.reshape(-1), ea, eb, ee_side, vt_held, ee_held, np.zeros(cv.shape[0]), np.zeros(ea.shape[0])
+        )
+
+    def _install(self, x, cv, ct, ea, eb):
+        """Make the pairs of a whole detection the lists (sorted by key, sides at x; a pair found
+        before keeps its remembered side and held flag)."""
+        vt, ee = self._new_pairs(x, cv, ct, ea, eb)
+        self.cand = cc.Candidates(
+            vt[0],
+            vt[1],
+            vt[2].reshape(-1),
+            ee[0],
+            ee[1],
+            ee[2],
+            vt[3],
+            ee[3],
+            np.zeros(vt[0].shape[0]),
+            np.zeros(ee[0].shape[0]),
+        )
+        self._vt_keys, self._ee_keys = vt[4], ee[4]

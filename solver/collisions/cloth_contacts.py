@@ -235,33 +235,37 @@ def carry_sides(old_keys, old_sides, old_held, new_keys, new_sides, new_held):
 def path_deviations(x_det, step, since, x_a, x_b, out):
     """Per vertex, its distance from where its own straight path puts it, up to a common
     translation: x_a is compared with ``x_det + since step`` and x_b with ``x_det + (since + 1)
-    step`` (``since``: substeps since that vertex's path was set), after removing the common
-    translation (returned): the per-axis median of the deviations at x_b; ``out`` gets the
-    larger of the two distances. The vertices of every pair keep within ``out_i + out_j`` of
-    their paths' relative placement, whatever translation is removed; the median is the one a
-    few far-off vertices cannot move (the centre of the deviations' box, used before, followed
-    a single vertex 2 cm off and put every other vertex 1 cm off its path: a 5k-vertex tube
-    swaying on its pins re-detected all its pairs at almost every substep)."""
+    step`` (``since``: substeps since that vertex's path was set), each after removing its own
+    common translation, the per-axis median of the deviations at that end; ``out`` gets the
+    larger of the two distances, and the translation at x_a is returned. At either end every
+    pair's vertices keep within ``out_i + out_j`` of their paths' relative placement (a common
+    translation moves no pair), and so do they in between, on the straight motion from x_a to
+    x_b. The paths' steps are relative to the common motion (:func:`.candidate_lists.path_steps`),
+    so the two ends need their own translations: one substep of the common motion apart. The
+    median is the one a few far-off vertices cannot move (the centre of the deviations' box,
+    used before, followed a single vertex 2 cm off and put every other vertex 1 cm off its path:
+    a 5k-vertex tube swaying on its pins re-detected all its pairs at almost every substep)."""
     n = x_det.shape[0]
     if n == 0:
         return 0.0, 0.0, 0.0
-    dev = np.empty((3, n))
+    dev = np.empty((6, n))
     for i in range(n):
-        s = since[i] + 1
+        s = since[i]
         for a in range(3):
-            dev[a, i] = x_b[i, a] - x_det[i, a] - s * step[i, a]
-    c0, c1, c2 = np.median(dev[0]), np.median(dev[1]), np.median(dev[2])
+            dev[a, i] = x_a[i, a] - x_det[i, a] - s * step[i, a]
+            dev[3 + a, i] = x_b[i, a] - x_det[i, a] - (s + 1) * step[i, a]
+    c = np.empty(6)
+    for a in range(6):
+        c[a] = np.median(dev[a])
     for i in range(n):
         worst = 0.0
         for k in range(2):
-            x = x_a if k == 0 else x_b
-            s = since[i] + k
-            d0 = x[i, 0] - x_det[i, 0] - s * step[i, 0] - c0
-            d1 = x[i, 1] - x_det[i, 1] - s * step[i, 1] - c1
-            d2 = x[i, 2] - x_det[i, 2] - s * step[i, 2] - c2
+            d0 = dev[3 * k, i] - c[3 * k]
+            d1 = dev[3 * k + 1, i] - c[3 * k + 1]
+            d2 = dev[3 * k + 2, i] - c[3 * k + 2]
             worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
         out[i] = sqrt(worst)
-    return c0, c1, c2
+    return c[0], c[1], c[2]
 
 
 # ----------------------------------------------------------------------------------------------

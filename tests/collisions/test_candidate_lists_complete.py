@@ -1,0 +1,83 @@
+"""The candidate lists kept across substeps (whole and partial re-detections, paths relative to
+the common motion) miss no pair: at every substep, every pair that a whole detection of that
+substep's state finds active is in the world's lists.
+
+Two scenes: a sheet dropped on a sheet resting on a sphere (contacts between and within the
+sheets, many of them active), and the fine tube hanging from a pinned ring around a swaying body
+(bench/bench_collisions.py's garment: its rows next to the pins shake from substep to substep,
+and most of its substeps renew the lists of a few hundred vertices).
+"""
+
+import numpy as np
+from garment_scene import tube_mesh
+
+from selvedge.solver import Cloth, SolverSettings, grid_mesh
+from selvedge.solver.collisions import Colliders, Sphere, TriangleMesh
+from selvedge.solver.collisions import cloth_contacts as cc
+from selvedge.solver.collisions.candidate_lists import CandidateLists
+from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
+from selvedge.solver.mesh import uv_ellipsoid_mesh
+
+
+def _watch(world):
+    """Wrap the world's list update: after it, a whole detection of the same state (fresh lists,
+    this substep's predicted steps) and its narrow phase; every active pair must be listed.
+    Returns the per-substep counts [(active in the whole detection, renewals so far this frame)]."""
+    lists = world.lists
+    update = lists.update
+    seen = []
+
+    def checked(x_start, x_pred, inv_mass, stats):
+        update(x_start, x_pred, inv_mass, stats)
+        fresh = CandidateLists(lists.mesh, lists.margin_m, lists.edge_length, lists.edge_edge, False)
+        fresh.detect(x_start, x_pred - x_start, inv_mass, {"detections": 0})
+        cand = fresh.cand
+        vt = cc.vertex_triangle_narrow(x_start, x_pred, lists.mesh, cand)
+        ee = cc.edge_edge_narrow(x_start, x_pred, lists.mesh, cand)
+        vt_missing = np.setdiff1d(fresh._vt_keys[vt], lists._vt_keys)
+        ee_missing = np.setdiff1d(fresh._ee_keys[ee], lists._ee_keys)
+        assert vt_missing.size == 0 and ee_missing.size == 0, (
+            f"substep {len(seen)}: {vt_missing.size} vertex-triangle and {ee_missing.size} edge-edge "
+            f"pairs active in a whole detection are not in the lists"
+        )
+        seen.append((vt.shape[0] + ee.shape[0], stats["detections"] + stats["partial_detections"]))
+
+    lists.update = checked
+    return seen
+
+
+def _sphere_cloth(z, rot, size=0.9, n=20):
+    pos, faces, _ = grid_mesh(n, n, size, size, origin=(-size / 2, -size / 2, z))
+    c, s = np.cos(rot), np.sin(rot)
+    pos[:, :2] = pos[:, :2] @ np.array([[c, -s], [s, c]]).T
+    handler = Colliders([Sphere(0.3, position=(0, 0, 0))], cloth_thickness=0.004)
+    return Cloth(pos, np.asarray(faces), settings=SolverSettings(substeps=20), contact_handler=handler)
+
+
+def test_lists_hold_every_active_pair_of_a_sheet_landing_on_a_sheet():
+    world = CollisionWorld(
+        [_sphere_cloth(0.31, 0.0), _sphere_cloth(0.45, 0.3)], [ClothCollision(layer=0), ClothCollision(layer=1)]
+    )
+    seen = _watch(world)
+    for _ in range(14):
+        world.step()
+    assert len(seen) >= 14 * 20
+    assert max(a for a, _ in seen) > 100  # the sheets are in contact, between and within them
+    assert world.last_stats["partial_detections"] + world.last_stats["detections"] >= 1
+
+
+def test_lists_hold_every_active_pair_of_a_shaking_pinned_tube():
+    body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
+    pos, faces = tube_mesh(84, 60, 0.192, 0.132, 0.85, 1.25)
+    pins = (pos[:, 2] > 1.25 - 1e-9).astype(float)
+    handler = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
+    cloth = Cloth(pos, faces, settings=SolverSettings(substeps=20), pin_weights=pins, contact_handler=handler)
+    world = CollisionWorld([cloth], [ClothCollision()])
+    seen = _watch(world)
+    pinned = cloth.rest_positions[cloth.pinned_vertices]
+    for f in range(6):
+        shift = np.array([0.02 * np.sin(2.0 * np.pi * (f + 1) / 48.0), 0.0, 0.0])
+        handler.set_mesh_positions("body", body_v + shift)
+        world.step([pinned + shift])
+    assert len(seen) >= 6 * 20
+    assert seen[-1][1] >= 10  # the last frame renewed the lists (mostly in part) at half its substeps or more
