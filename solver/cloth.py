@@ -33,6 +33,7 @@ from .constraints import (
     build_stretch,
     build_tethers,
     classify_grain,
+    held_by_pins,
     hops_to_pins,
     interleave_independent,
     sweep_order_from_pins,
@@ -239,7 +240,8 @@ class Cloth:
         self._pin_ring_edges = np.zeros(self.topology.edges.shape[0], dtype=bool)
         if self.kinematic_index.size:
             hops = hops_to_pins(n, self.topology.edges, self.kinematic_index)
-            sets = [sweep_order_from_pins(s, hops) for s in sets]
+            held = held_by_pins(n, sets, self.kinematic_index)
+            sets = [sweep_order_from_pins(s, hops, held) for s in sets]
             pinned_hard = np.flatnonzero(hard & ~massless)
             if pinned_hard.size:
                 ring_hops = hops_to_pins(n, self.topology.edges, pinned_hard)

@@ -57,7 +57,8 @@ def test_self_contacts_next_to_a_pinned_ring_do_not_tear_a_fine_tube():
     colliding, crossings = _hang(self_collision=True)
     print("max edge strain per frame, plain:", np.round(plain, 3), "self-collision:", np.round(colliding, 3))
     assert max(crossings) == 0, f"crossing triangle pairs per frame: {crossings}"
-    # the plain tube's worst edge (next to the moving ring) is 30-40 %; a torn one was 843 %
+    # the plain tube's worst edge (next to the moving ring) is 1-3 % (30-40 % while the row under
+    # the ring was thrown about: tests/solver/test_pinned_ring.py); a torn one was 843 %
     assert max(colliding) < 3.0 * max(plain), (max(colliding), max(plain))
     # and most frames look like the plain cloth's: no edge held stretched frame after frame
     assert np.median(colliding) < 1.5 * np.median(plain), (np.median(colliding), np.median(plain))
