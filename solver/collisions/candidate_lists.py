@@ -33,13 +33,19 @@ PARTIAL_FRACTION_MAX = 1.0 / 3.0
 #: relative to the common motion
 SLOW_SUBSTEPS = 4
 
+#: a partial pass also renews the vertices without a path step that have drifted this fraction of
+#: the way off their paths: they drift at about the same speed and would each break alone, one
+#: pass a substep (docs/design/cloth_contacts.md, "Two layered garments, after the shake")
+RENEW_STILL_AT = 0.5
+
 
 @njit(**_JIT)
-def path_steps(x_start, x_pred, tolerance, out):
+def path_steps(x_start, x_pred, tolerance, slow_substeps, out):
     """Per vertex, the step its path takes per substep: this substep's predicted step less the
-    common one (the per-axis median of the steps; :func:`~.cloth_contacts.path_deviations`
-    removes the common translation), zero when it would not take the vertex ``tolerance``
-    (``margin / 2``) off in ``SLOW_SUBSTEPS`` substeps.
+    common one (the per-axis median of the steps of every k-th vertex,
+    :data:`~.cloth_contacts.MEDIAN_SAMPLE`; :func:`~.cloth_contacts.path_deviations` removes the
+    common translation), zero when it would not take the vertex ``tolerance`` (``margin / 2``)
+    off in ``slow_substeps`` (:data:`SLOW_SUBSTEPS`) substeps.
 
     Paths along the absolute steps, set at different substeps of a swaying garment, took
     different common velocities and drifted apart though the cloth moved as one; and the slow
@@ -51,8 +57,9 @@ def path_steps(x_start, x_pred, tolerance, out):
     for i in range(n):
         for d in range(3):
             out[i, d] = x_pred[i, d] - x_start[i, d]
-    c0, c1, c2 = np.median(out[:, 0]), np.median(out[:, 1]), np.median(out[:, 2])
-    slow = tolerance / SLOW_SUBSTEPS
+    k = cc.sample_stride(n)
+    c0, c1, c2 = np.median(out[::k, 0]), np.median(out[::k, 1]), np.median(out[::k, 2])
+    slow = tolerance / slow_substeps
     for i in range(n):
         r0, r1, r2 = out[i, 0] - c0, out[i, 1] - c1, out[i, 2] - c2
         if r0 * r0 + r1 * r1 + r2 * r2 < slow * slow:
@@ -84,6 +91,18 @@ def _window_paths(step, edge_length, window_max, path):
         for d in range(3):
             path[i, d] = window * (step[i, d] - centre[d])
     return window
+
+
+@njit(**_JIT)
+def touching(marked, prims):
+    """Per primitive (rows of vertex numbers), whether any of its vertices is ``marked``."""
+    out = np.zeros(prims.shape[0], dtype=np.bool_)
+    for p in range(prims.shape[0]):
+        for c in range(prims.shape[1]):
+            if marked[prims[p, c]]:
+                out[p] = True
+                break
+    return out
 
 
 @njit(**_JIT)
@@ -122,6 +141,20 @@ def merge_pairs(old_a, old_b, old_side, old_held, old_keys, drop_a, drop_b, new_
                 out_side[k, c] = old_side[i, c]
             i += 1
     return out_a, out_b, out_side, out_held, out_keys
+
+
+#: the window of a vertex without a path step: none (its deviation alone ends its path)
+WINDOW_STILL = 1 << 40
+
+
+def _vertex_windows(step, window):
+    """Each vertex's window: ``window`` for a vertex with a path step, none (WINDOW_STILL) for one
+    without. A vertex with no step stays put relative to the common motion, which its deviation
+    alone checks: a pair of two such vertices keeps its relative placement, and a pair with a
+    moving vertex ends with that vertex's window (the windows that ended were all of vertices
+    without a step: 50-110 of the two layered garments' vertices a substep, each a partial pass)."""
+    still = ~np.any(step != 0.0, axis=1)
+    return np.where(still, WINDOW_STILL, window)
 
 
 class CandidateLists:
@@ -178,18 +211,24 @@ class CandidateLists:
     def update(self, x_start, x_pred, inv_mass, stats: dict) -> None:
         """Before a substep's narrow phase (``x_start``: positions at the substep start,
         ``x_pred``: predicted): detect again (all pairs, or the pairs of the vertices that left
-        their paths) if any vertex left its path or its window ended. Counts in ``stats``."""
-        path_steps(x_start, x_pred, 0.5 * self.margin_m, self._step)
+        their paths) if any vertex left its path or its window ended; a partial pass also takes
+        the still vertices past :data:`RENEW_STILL_AT` of the way (renewing a path early is always
+        sound). Counts in ``stats``."""
+        path_steps(x_start, x_pred, 0.5 * self.margin_m, SLOW_SUBSTEPS, self._step)
         if self.cand is None:
             self.detect(x_start, self._step, inv_mass, stats)
             return
         self._since += 1
         common = cc.path_deviations(self._x_det, self._det_step, self._since, x_start, x_pred, self._deviation)
-        broken = (self._since + 1 > self._window) | (self._deviation > 0.5 * self.margin_m)
+        tolerance = 0.5 * self.margin_m
+        broken = (self._since + 1 > self._window) | (self._deviation > tolerance)
+        if not broken.any():
+            return
+        broken |= (self._window >= WINDOW_STILL) & (self._deviation > RENEW_STILL_AT * tolerance)
         count = int(np.count_nonzero(broken))
-        if count and (not self.partial_detection or count > PARTIAL_FRACTION_MAX * broken.shape[0]):
+        if not self.partial_detection or count > PARTIAL_FRACTION_MAX * broken.shape[0]:
             self.detect(x_start, self._step, inv_mass, stats)
-        elif count:
+        else:
             self.detect_partial(x_start, self._step, inv_mass, broken, common, stats)
 
     def _window_for(self, step):
@@ -228,7 +267,7 @@ class CandidateLists:
         self._x_det[:] = x
         self._det_step = step
         self._since[:] = 0
-        self._window[:] = window
+        self._window[:] = _vertex_windows(step, window)
         stats["detections"] += 1
 
     def detect_partial(self, x_start, step, inv_mass, broken, common, stats: dict) -> None:
@@ -250,15 +289,18 @@ class CandidateLists:
         self._det_step[idx] = step[idx]
         self._since[idx] = 0
         window, path = self._window_for(self._det_step)
-        self._window[idx] = window
+        self._window[idx] = _vertex_windows(step[idx], window)
         q = self._x_det + self._since[:, None] * self._det_step + np.asarray(common)  # paths' positions now
         q[idx] = x[idx]
-        tri_hit = broken[m.tris].any(axis=1)
-        edge_hit = broken[m.edges].any(axis=1)
+        tri_hit = touching(broken, m.tris)
+        edge_hit = touching(broken, m.edges)
         args = (q, inv_mass, m, self.margin_m, self._cell(), path)
-        va, ta = cs.vertex_triangle_candidates(*args, rows=idx)
+        tri_boxes = cs.swept_triangle_boxes(q, path, m)
+        va, ta = cs.vertex_triangle_candidates(*args, rows=idx, tri_boxes=tri_boxes)
         # the unbroken vertices against the few triangles with a broken corner, from those triangles
-        vb, tb = cs.triangle_vertex_candidates(*args, np.flatnonzero(tri_hit), np.flatnonzero(~broken))
+        vb, tb = cs.triangle_vertex_candidates(
+            *args, np.flatnonzero(tri_hit), np.flatnonzero(~broken), tri_boxes=tri_boxes
+        )
         if self.edge_edge:
             ea, eb = cs.edge_edge_candidates(*args, rows=np.flatnonzero(edge_hit))
         else:

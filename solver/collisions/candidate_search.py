@@ -366,6 +366,14 @@ def _ee_pair_ok(x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, rest, m
     return True
 
 
+#: table size of a grid: a bucket per this many boxes. A cell two edges wide holds ~4 vertices,
+#: ~8 triangles or ~12 edges of a sheet, so this still leaves more buckets than filled cells; a
+#: table of two buckets per box (used before) spilled out of the cache: hashing 30k edges took
+#: 2.8-3.5 ms with 32-64k buckets, 1.05 ms with 8k (the draped 48 x 48 garment, whose detections
+#: are mostly whole: 138 ms a frame with two buckets a box, 134-140 with this, 152-159 with 1/16)
+BOXES_PER_BUCKET = 4
+
+
 def _next_pow2(value: int) -> int:
     return 1 << max(4, int(value - 1).bit_length())
 
@@ -374,7 +382,7 @@ def _hash(lo, hi, cell, subset=None):
     """Hash grid of the box centres (of the primitives ``subset`` only, if given): (table size,
     bucket starts, items = primitive numbers, each entry's cell, the largest half-extent)."""
     boxes = np.arange(lo.shape[0], dtype=np.int64) if subset is None else np.ascontiguousarray(subset, dtype=np.int64)
-    table = _next_pow2(2 * max(1, boxes.shape[0]))
+    table = _next_pow2(max(1, boxes.shape[0] // BOXES_PER_BUCKET))
     bucket, items, item_cell, extent = hash_box_centres(lo, hi, boxes, cell, table)
     return table, bucket, items, item_cell, extent
 
@@ -441,29 +449,39 @@ def _all(rows, count):
     return np.arange(count, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
 
 
-def vertex_triangle_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None, rows=None, triangles=None):
+def swept_triangle_boxes(x, path, mesh: ContactMesh):
+    """The triangles' boxes along the paths, for ``tri_boxes`` of the two vertex-triangle queries
+    of one state (a partial re-detection runs both)."""
+    return _swept(x, _no_path(x, path), mesh.tris)
+
+
+def vertex_triangle_candidates(
+    x, inv_mass, mesh: ContactMesh, margin, cell, path=None, rows=None, triangles=None, tri_boxes=None
+):
     """(vertex, triangle) pairs that come closer than ``d + margin`` (d the pair's contact
     distance) while every vertex moves along its straight ``path`` from x (None: stays at x),
     not topological neighbours, not closer than ``2 d`` in the rest shape, allowed by the cloths'
     switches, not all four vertices pinned; in vertex order. Conservative: a pair is kept when
     its distance at x minus the largest relative path of its four vertices is below the reach
     (the point-triangle distance changes by at most that much). ``rows``: only these vertices'
-    pairs (None: all); ``triangles``: only pairs with these triangles (None: all)."""
+    pairs (None: all); ``triangles``: only pairs with these triangles (None: all); ``tri_boxes``:
+    :func:`swept_triangle_boxes` of this state, if already made."""
     path = _no_path(x, path)
-    lo, hi = _swept(x, path, mesh.tris)
+    lo, hi = _swept(x, path, mesh.tris) if tri_boxes is None else tri_boxes
     args = _grid_args(x, inv_mass, mesh.tris, mesh, margin, cell, path, lo, hi, triangles)
     return _gather(_vt_fill, args, _all(rows, x.shape[0]), 24)
 
 
-def triangle_vertex_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path, triangles, vertices):
+def triangle_vertex_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path, triangles, vertices, tri_boxes=None):
     """The pairs of :func:`vertex_triangle_candidates` between ``vertices`` and ``triangles``,
     as (vertex, triangle), found from the triangles' side: a hash grid of the vertices' swept
     points, one query per triangle. For a few triangles against many vertices (a partial
-    re-detection), where a query per vertex would visit the whole grid for a handful of pairs."""
+    re-detection), where a query per vertex would visit the whole grid for a handful of pairs.
+    ``tri_boxes``: as for :func:`vertex_triangle_candidates`."""
     path = _no_path(x, path)
     points = np.arange(x.shape[0], dtype=np.int64)[:, None]
     lo, hi = _swept(x, path, points)
-    tri_lo, tri_hi = _swept(x, path, mesh.tris)
+    tri_lo, tri_hi = _swept(x, path, mesh.tris) if tri_boxes is None else tri_boxes
     args = _grid_args(x, inv_mass, mesh.tris, mesh, margin, cell, path, lo, hi, vertices)
     tris, verts = _gather(_tv_fill, args + (tri_lo, tri_hi), _all(triangles, mesh.tris.shape[0]), 24)
     return verts, tris
