@@ -79,24 +79,34 @@ def _beyond_sphere(x, i, ia, ib, ic, reach):
 
 
 @njit(inline="always", **_JIT)
-def _vt_pair_ok(x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, rest, margin, path, i, t):
+def _listed(excluded, row, value):
+    """``value`` is in row ``row`` of the sorted lists ``excluded`` = (row starts, items)."""
+    start, items = excluded
+    for s in range(start[row], start[row + 1]):
+        if items[s] >= value:
+            return items[s] == value
+    return False
+
+
+@njit(inline="always", **_JIT)
+def _vt_pair_ok(x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, excluded, margin, path, i, t):
     """The pair rule of :func:`vertex_triangle_candidates` for vertex i and triangle t whose
     boxes along the paths overlap within reach: not a topological neighbour, allowed by the
-    cloths' switches, not all pinned, within reach less the paths' closing, and not closer than
-    2 d in the rest shape."""
+    cloths' switches, not all pinned, not closer than 2 d in the rest shape (``excluded``: the
+    sorted lists of :func:`rest_exclusions`, one lookup instead of two exact distances for each
+    of a query's in-plane neighbours), within reach less the paths' closing."""
     ia, ib, ic = mesh_tris[t, 0], mesh_tris[t, 1], mesh_tris[t, 2]
     if ia == i or ib == i or ic == i or not _pair_allowed(i, ia, cloth, self_ok, cross_ok):
         return False
     if inv_mass[i] == 0.0 and inv_mass[ia] == 0.0 and inv_mass[ib] == 0.0 and inv_mass[ic] == 0.0:
         return False
+    if cloth[i] == cloth[ia] and _listed(excluded, i, t):
+        return False  # closer than the gap in the rest shape: the rest shape wins
     d_pair = 0.5 * (thickness[i] + thickness[ia])
     closing = max(_path_gap(path, i, ia), max(_path_gap(path, i, ib), _path_gap(path, i, ic)))
     if _beyond_sphere(x, i, ia, ib, ic, d_pair + margin + closing):
         return False
-    if _point_triangle_distance(x, i, ia, ib, ic) - closing > d_pair + margin:
-        return False
-    # closer than the gap in the rest shape: the rest shape wins
-    return cloth[i] != cloth[ia] or _point_triangle_distance(rest, i, ia, ib, ic) >= 2.0 * d_pair
+    return _point_triangle_distance(x, i, ia, ib, ic) - closing <= d_pair + margin
 
 
 @njit(inline="always", **_JIT)
@@ -141,7 +151,7 @@ def _vt_fill(
     cloth,
     self_ok,
     cross_ok,
-    rest,
+    excluded,
     margin,
     path,
     lo,
@@ -189,7 +199,7 @@ def _vt_fill(
                         ):
                             continue
                         if not _vt_pair_ok(
-                            x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, rest, margin, path, i, t
+                            x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, excluded, margin, path, i, t
                         ):
                             continue
                         if count < cap:
@@ -208,7 +218,7 @@ def _tv_fill(
     cloth,
     self_ok,
     cross_ok,
-    rest,
+    excluded,
     margin,
     path,
     lo,
@@ -260,7 +270,7 @@ def _tv_fill(
                         ):
                             continue
                         if not _vt_pair_ok(
-                            x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, rest, margin, path, i, t
+                            x, inv_mass, mesh_tris, thickness, cloth, self_ok, cross_ok, excluded, margin, path, i, t
                         ):
                             continue
                         if count < cap:
@@ -279,7 +289,7 @@ def _ee_fill(
     cloth,
     self_ok,
     cross_ok,
-    rest,
+    excluded,
     margin,
     path,
     lo,
@@ -334,7 +344,7 @@ def _ee_fill(
                         ):
                             continue
                         if not _ee_pair_ok(
-                            x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, rest, margin, path, p, q
+                            x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, excluded, margin, path, p, q
                         ):
                             continue
                         if count < cap:
@@ -344,26 +354,22 @@ def _ee_fill(
 
 
 @njit(inline="always", **_JIT)
-def _ee_pair_ok(x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, rest, margin, path, p, q):
+def _ee_pair_ok(x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, excluded, margin, path, p, q):
     """The pair rule of :func:`edge_edge_candidates` for edges p < q whose boxes overlap within
-    reach: no shared vertex, allowed, not all pinned, within reach less the paths' closing, not
-    closer than 2 d in the rest shape."""
+    reach: no shared vertex, allowed, not all pinned, not closer than 2 d in the rest shape
+    (``excluded``, as for :func:`_vt_pair_ok`), within reach less the paths' closing."""
     a, b = edges[p, 0], edges[p, 1]
     c, dd = edges[q, 0], edges[q, 1]
     if c == a or c == b or dd == a or dd == b or not _pair_allowed(a, c, cloth, self_ok, cross_ok):
         return False
     if inv_mass[a] == 0.0 and inv_mass[b] == 0.0 and inv_mass[c] == 0.0 and inv_mass[dd] == 0.0:
         return False
+    if cloth[a] == cloth[c] and _listed(excluded, p, q):
+        return False
     d_pair = 0.5 * (thickness[a] + thickness[c])
     sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, dd)
     closing = _path_gap(path, a, b) + max(_path_gap(path, a, c), _path_gap(path, a, dd))
-    if sqrt(g0 * g0 + g1 * g1 + g2 * g2) - closing > d_pair + margin:
-        return False
-    if cloth[a] == cloth[c]:
-        sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(rest, a, b, c, dd)
-        if sqrt(g0 * g0 + g1 * g1 + g2 * g2) < 2.0 * d_pair:
-            return False
-    return True
+    return sqrt(g0 * g0 + g1 * g1 + g2 * g2) - closing <= d_pair + margin
 
 
 #: table size of a grid: a bucket per this many boxes. A cell two edges wide holds ~4 vertices,
@@ -412,8 +418,12 @@ def _no_path(x, path):
 
 
 def _grid_args(x, inv_mass, prims, mesh: ContactMesh, margin, cell, path, lo, hi, subset=None):
-    """The shared arguments of the fill kernels: the mesh's pair data and a hash grid of the
-    boxes lo/hi (those of ``subset`` only, if given)."""
+    """The shared arguments of the fill kernels: the mesh's pair data (with the rest-shape
+    exclusions of the pairs with ``prims``' kind) and a hash grid of the boxes lo/hi (those of
+    ``subset`` only, if given)."""
+    excluded = mesh.ee_excluded if prims is mesh.edges else mesh.vt_excluded
+    if excluded is None:
+        raise ValueError("ContactMesh without rest exclusions: build it with rest_exclusions()")
     table, bucket, items, item_cell, extent = _hash(lo, hi, cell, subset)
     return (
         x,
@@ -424,7 +434,7 @@ def _grid_args(x, inv_mass, prims, mesh: ContactMesh, margin, cell, path, lo, hi
         mesh.cloth,
         mesh.self_ok,
         mesh.cross_ok,
-        mesh.rest,
+        excluded,
         float(margin),
         path,
         lo,
@@ -500,3 +510,64 @@ def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None
     row_mask[_all(rows, n)] = True
     a, b = _gather(_ee_fill, args + (row_mask,), _all(rows, n), 24)
     return np.minimum(a, b), np.maximum(a, b)
+
+
+@njit(**_JIT)
+def _vt_rest_close(rest, tris, thickness, cv, ct):
+    """Per pair (cv[k], ct[k]): closer than 2 d in the rest shape (the rule's former last test)."""
+    out = np.empty(cv.shape[0], dtype=np.bool_)
+    for k in range(cv.shape[0]):
+        i, t = cv[k], ct[k]
+        ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        out[k] = _point_triangle_distance(rest, i, ia, ib, ic) < thickness[i] + thickness[ia]
+    return out
+
+
+@njit(**_JIT)
+def _ee_rest_close(rest, edges, thickness, ea, eb):
+    """Per pair (ea[k] < eb[k]): closer than 2 d in the rest shape."""
+    out = np.empty(ea.shape[0], dtype=np.bool_)
+    for k in range(ea.shape[0]):
+        a, b = edges[ea[k], 0], edges[ea[k], 1]
+        c, dd = edges[eb[k], 0], edges[eb[k], 1]
+        sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(rest, a, b, c, dd)
+        out[k] = sqrt(g0 * g0 + g1 * g1 + g2 * g2) < thickness[a] + thickness[c]
+    return out
+
+
+def _sorted_rows(rows, items, count):
+    """(row starts (count + 1,), items sorted within each row) of the pairs (rows[k], items[k])."""
+    order = np.lexsort((items, rows))
+    start = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=count), out=start[1:])
+    return start, np.ascontiguousarray(items[order], dtype=np.int64)
+
+
+def rest_exclusions(mesh: ContactMesh) -> ContactMesh:
+    """``mesh`` with its rest-shape exclusions: the pairs of one cloth closer than 2 d in the rest
+    shape (d the pair's contact distance), which never collide (the rest shape wins). Found once,
+    by the candidate search itself at the rest positions with nothing excluded and a margin that
+    reaches 2 d, then each pair's rest distance. A query then skips its in-plane neighbours in one
+    lookup: they were most of the pairs whose boxes overlap, each rejected after two exact
+    distances (now and at rest)."""
+    n, m = mesh.rest.shape[0], mesh.edges.shape[0]
+    t_max = float(mesh.thickness.max()) if n else 0.0
+    probe = mesh._replace(
+        self_ok=np.ones_like(mesh.self_ok),
+        cross_ok=np.zeros_like(mesh.cross_ok),
+        vt_excluded=(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)),
+        ee_excluded=(np.zeros(m + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)),
+    )
+    rest = np.ascontiguousarray(mesh.rest, dtype=np.float64)
+    free = np.ones(n)
+    lengths = np.linalg.norm(rest[mesh.edges[:, 1]] - rest[mesh.edges[:, 0]], axis=1) if m else np.zeros(1)
+    cell = max(2.0 * float(lengths.mean()), 4.0 * t_max, 1e-6)
+    cv, ct = vertex_triangle_candidates(rest, free, probe, t_max, cell)  # within d + t_max >= 2 d
+    close = _vt_rest_close(rest, mesh.tris, mesh.thickness, cv, ct)
+    ea, eb = edge_edge_candidates(rest, free, probe, t_max, cell)
+    close_e = _ee_rest_close(rest, mesh.edges, mesh.thickness, ea, eb)
+    ea, eb = ea[close_e], eb[close_e]
+    return mesh._replace(
+        vt_excluded=_sorted_rows(cv[close], ct[close], n),
+        ee_excluded=_sorted_rows(np.concatenate([ea, eb]), np.concatenate([eb, ea]), m),
+    )

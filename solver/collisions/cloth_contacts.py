@@ -58,6 +58,11 @@ class ContactMesh(NamedTuple):
     self_ok: np.ndarray  # (C,) bool: the cloth collides with itself
     cross_ok: np.ndarray  # (C,) bool: the cloth collides with the other cloths
     rest: np.ndarray  # (N, 3) rest positions: pairs closer than their contact distance at rest are skipped
+    #: the pairs of one cloth closer than 2 d in the rest shape, which the candidate search skips,
+    #: as (row starts, sorted items): per vertex its triangles, per edge its edges (both ways);
+    #: built once per world by :func:`.candidate_search.rest_exclusions`
+    vt_excluded: tuple | None = None
+    ee_excluded: tuple | None = None
 
 
 class Candidates(NamedTuple):

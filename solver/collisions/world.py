@@ -33,6 +33,7 @@ import numpy as np
 from ..cloth import _SOLVER_LOCK, Cloth
 from ..diagnostics import FrameDiagnostics
 from ..errors import ClothInputError, SimulationError
+from . import candidate_search as cs
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
 from .intersections import count_intersections as _count_intersections
@@ -173,16 +174,18 @@ class CollisionWorld:
         tris = tris[~np.concatenate([c.topology.degenerate_triangle for c in self.cloths])]
         edges = np.concatenate([c.topology.edges + self.offsets[k] for k, c in enumerate(self.cloths)])
         per_vertex = lambda values, dtype: np.repeat(np.asarray(values, dtype=dtype), sizes)
-        self.mesh = cc.ContactMesh(
-            tris=np.ascontiguousarray(tris, dtype=np.int64),
-            edges=np.ascontiguousarray(edges, dtype=np.int64),
-            thickness=per_vertex([s.thickness_m for s in self.collisions], np.float64),
-            layer=per_vertex([s.layer for s in self.collisions], np.int64),
-            cloth=per_vertex(range(len(self.cloths)), np.int64),
-            friction=per_vertex([s.friction for s in self.collisions], np.float64),
-            self_ok=np.array([s.self_collision for s in self.collisions], dtype=np.bool_),
-            cross_ok=np.array([s.collide_with_cloths for s in self.collisions], dtype=np.bool_),
-            rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])),
+        self.mesh = cs.rest_exclusions(
+            cc.ContactMesh(
+                tris=np.ascontiguousarray(tris, dtype=np.int64),
+                edges=np.ascontiguousarray(edges, dtype=np.int64),
+                thickness=per_vertex([s.thickness_m for s in self.collisions], np.float64),
+                layer=per_vertex([s.layer for s in self.collisions], np.int64),
+                cloth=per_vertex(range(len(self.cloths)), np.int64),
+                friction=per_vertex([s.friction for s in self.collisions], np.float64),
+                self_ok=np.array([s.self_collision for s in self.collisions], dtype=np.bool_),
+                cross_ok=np.array([s.collide_with_cloths for s in self.collisions], dtype=np.bool_),
+                rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])),
+            )
         )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
         self.edge_length = edge_len
