@@ -417,11 +417,10 @@ def _no_path(x, path):
     return np.zeros_like(x) if path is None else np.ascontiguousarray(path, dtype=np.float64)
 
 
-def _grid_args(x, inv_mass, prims, mesh: ContactMesh, margin, cell, path, lo, hi, subset=None):
-    """The shared arguments of the fill kernels: the mesh's pair data (with the rest-shape
-    exclusions of the pairs with ``prims``' kind) and a hash grid of the boxes lo/hi (those of
-    ``subset`` only, if given)."""
-    excluded = mesh.ee_excluded if prims is mesh.edges else mesh.vt_excluded
+def _grid_args(x, inv_mass, prims, excluded, mesh: ContactMesh, margin, cell, path, lo, hi, subset=None):
+    """The shared arguments of the fill kernels: the mesh's pair data (``excluded``: the
+    rest-shape exclusions of these pairs, ``mesh.vt_excluded`` or ``mesh.ee_excluded``) and a hash
+    grid of the boxes lo/hi (those of ``subset`` only, if given)."""
     if excluded is None:
         raise ValueError("ContactMesh without rest exclusions: build it with rest_exclusions()")
     table, bucket, items, item_cell, extent = _hash(lo, hi, cell, subset)
@@ -478,7 +477,7 @@ def vertex_triangle_candidates(
     :func:`swept_triangle_boxes` of this state, if already made."""
     path = _no_path(x, path)
     lo, hi = _swept(x, path, mesh.tris) if tri_boxes is None else tri_boxes
-    args = _grid_args(x, inv_mass, mesh.tris, mesh, margin, cell, path, lo, hi, triangles)
+    args = _grid_args(x, inv_mass, mesh.tris, mesh.vt_excluded, mesh, margin, cell, path, lo, hi, triangles)
     return _gather(_vt_fill, args, _all(rows, x.shape[0]), 24)
 
 
@@ -492,7 +491,7 @@ def triangle_vertex_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, pat
     points = np.arange(x.shape[0], dtype=np.int64)[:, None]
     lo, hi = _swept(x, path, points)
     tri_lo, tri_hi = _swept(x, path, mesh.tris) if tri_boxes is None else tri_boxes
-    args = _grid_args(x, inv_mass, mesh.tris, mesh, margin, cell, path, lo, hi, vertices)
+    args = _grid_args(x, inv_mass, mesh.tris, mesh.vt_excluded, mesh, margin, cell, path, lo, hi, vertices)
     tris, verts = _gather(_tv_fill, args + (tri_lo, tri_hi), _all(triangles, mesh.tris.shape[0]), 24)
     return verts, tris
 
@@ -504,7 +503,7 @@ def edge_edge_candidates(x, inv_mass, mesh: ContactMesh, margin, cell, path=None
     edges (None: all), each once."""
     path = _no_path(x, path)
     lo, hi = _swept(x, path, mesh.edges)
-    args = _grid_args(x, inv_mass, mesh.edges, mesh, margin, cell, path, lo, hi)
+    args = _grid_args(x, inv_mass, mesh.edges, mesh.ee_excluded, mesh, margin, cell, path, lo, hi)
     n = mesh.edges.shape[0]
     row_mask = np.zeros(n, dtype=np.bool_)
     row_mask[_all(rows, n)] = True
