@@ -42,9 +42,31 @@ def segment_crosses_triangle(x, p, q, a, b, c):
 
 
 @njit(inline="always", **_JIT)
+def _one_side(x, a, b, c, p, q, r):
+    """Vertices p, q, r all strictly on one side of the plane of triangle (a, b, c) (by more than
+    a rounding tolerance): then no point of triangle (p, q, r) lies in that plane, so the two
+    triangles cannot cross (Moeller 1997's first rejection; most box-overlapping neighbours of a
+    smooth sheet are rejected here, before six segment tests)."""
+    e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+    e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
+    n0, n1, n2 = e11 * e22 - e12 * e21, e12 * e20 - e10 * e22, e10 * e21 - e11 * e20
+    dp = n0 * (x[p, 0] - x[a, 0]) + n1 * (x[p, 1] - x[a, 1]) + n2 * (x[p, 2] - x[a, 2])
+    dq = n0 * (x[q, 0] - x[a, 0]) + n1 * (x[q, 1] - x[a, 1]) + n2 * (x[q, 2] - x[a, 2])
+    dr = n0 * (x[r, 0] - x[a, 0]) + n1 * (x[r, 1] - x[a, 1]) + n2 * (x[r, 2] - x[a, 2])
+    tol = (
+        1e-9
+        * (abs(n0) + abs(n1) + abs(n2))
+        * (abs(x[p, 0] - x[a, 0]) + abs(x[p, 1] - x[a, 1]) + abs(x[p, 2] - x[a, 2]) + abs(e10) + abs(e11) + abs(e12))
+    )
+    return (dp > tol and dq > tol and dr > tol) or (dp < -tol and dq < -tol and dr < -tol)
+
+
+@njit(inline="always", **_JIT)
 def triangles_cross(x, tris, s, t):
     a0, a1, a2 = tris[s, 0], tris[s, 1], tris[s, 2]
     b0, b1, b2 = tris[t, 0], tris[t, 1], tris[t, 2]
+    if _one_side(x, b0, b1, b2, a0, a1, a2) or _one_side(x, a0, a1, a2, b0, b1, b2):
+        return False
     return (
         segment_crosses_triangle(x, a0, a1, b0, b1, b2)
         or segment_crosses_triangle(x, a1, a2, b0, b1, b2)
@@ -97,7 +119,7 @@ def count_intersections(x, tris) -> int:
     lo = np.empty((nt, 3))
     hi = np.empty((nt, 3))
     primitive_boxes(x, tris, lo, hi)
-    cell = float(np.mean(np.max(hi - lo, axis=1))) or 1e-3
+    cell = 2.0 * float(np.mean(np.max(hi - lo, axis=1))) or 1e-3  # two edges: 0.69 x the time of one
     table, bucket, items, item_cell, extent = _hash(lo, hi, cell)
     per = np.zeros(nt, dtype=np.int64)
     _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent, per)
