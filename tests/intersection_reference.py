@@ -48,3 +48,39 @@ def crossing_pairs(x, tris):
 
 def crossing_count(x, tris):
     return int(len(crossing_pairs(x, tris)))
+
+
+def _dot(a, b):
+    return np.einsum("ij,ij->i", a, b)
+
+
+def segment_distances(p, q, r, s):
+    """Rows' distances between segments p q and r s (closest points clamped to both segments,
+    Ericson, Real-Time Collision Detection sec. 5.1.9, vectorised)."""
+    d1, d2, w = q - p, s - r, p - r
+    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, w)
+    c, b = _dot(d1, w), _dot(d1, d2)
+    denom = a * e - b * b
+    t_s = np.where(denom > 1e-30 * a * e, np.clip((b * f - c * e) / np.where(denom > 0, denom, 1.0), 0, 1), 0.0)
+    t_t = (b * t_s + f) / np.where(e > 0, e, 1.0)
+    # t outside [0, 1]: clamp it and recompute s for it
+    low, high = t_t < 0, t_t > 1
+    t_t = np.clip(t_t, 0, 1)
+    t_s = np.where(low, np.clip(-c / np.where(a > 0, a, 1.0), 0, 1), t_s)
+    t_s = np.where(high, np.clip((b - c) / np.where(a > 0, a, 1.0), 0, 1), t_s)
+    return np.linalg.norm(p + t_s[:, None] * d1 - (r + t_t[:, None] * d2), axis=1)
+
+
+def point_triangle_distances(x, a, b, c):
+    """Rows' distances from point x to triangle abc: the plane distance when the projection lies
+    inside, else the nearest of the three edges."""
+    n = np.cross(b - a, c - a)
+    nn = _dot(n, n)
+    h = _dot(x - a, n) / nn
+    proj = x - h[:, None] * n
+    inside = np.ones(x.shape[0], dtype=bool)
+    for u, v in ((a, b), (b, c), (c, a)):
+        inside &= _dot(np.cross(v - u, proj - u), n) >= 0
+    plane = np.abs(h) * np.sqrt(nn)
+    edges = np.minimum.reduce([segment_distances(x, x, u, v) for u, v in ((a, b), (b, c), (c, a))])
+    return np.where(inside, plane, edges)

@@ -11,7 +11,8 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
   queries its swept box grown by that reach, each thread writes its own rows, and every pair is
   met once (a grid that entered each box in every cell it overlaps met a pair ~4 times, and
   twice in its list when two of those cells shared a bucket). The list is reused while every vertex stays
-  within ``margin / 2`` of its path, up to a common translation (:func:`path_deviations`): no
+  within about ``margin / 2`` of its path, up to a common affine map
+  (:func:`.candidate_lists.path_deviations`): no
   pair that was not a candidate can then have come into contact (the world re-detects when the
   bound breaks or the window ends).
 * **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
@@ -247,45 +248,6 @@ MEDIAN_SAMPLE = 1024
 def sample_stride(n):
     """Every how many vertices the common translations' medians look at."""
     return max(1, n // MEDIAN_SAMPLE)
-
-
-@njit(**_JIT)
-def path_deviations(x_det, step, since, x_a, x_b, out):
-    """Per vertex, its distance from where its own straight path puts it, up to a common
-    translation: x_a is compared with ``x_det + since step`` and x_b with ``x_det + (since + 1)
-    step`` (``since``: substeps since that vertex's path was set), each after removing its own
-    common translation, the per-axis median of the deviations at that end (of every k-th vertex,
-    :data:`MEDIAN_SAMPLE`); ``out`` gets the
-    larger of the two distances, and the translation at x_a is returned. At either end every
-    pair's vertices keep within ``out_i + out_j`` of their paths' relative placement (a common
-    translation moves no pair), and so do they in between, on the straight motion from x_a to
-    x_b. The paths' steps are relative to the common motion (:func:`.candidate_lists.path_steps`),
-    so the two ends need their own translations: one substep of the common motion apart. The
-    median is the one a few far-off vertices cannot move (the centre of the deviations' box,
-    used before, followed a single vertex 2 cm off and put every other vertex 1 cm off its path:
-    a 5k-vertex tube swaying on its pins re-detected all its pairs at almost every substep)."""
-    n = x_det.shape[0]
-    if n == 0:
-        return 0.0, 0.0, 0.0
-    dev = np.empty((6, n))
-    for i in range(n):
-        s = since[i]
-        for a in range(3):
-            dev[a, i] = x_a[i, a] - x_det[i, a] - s * step[i, a]
-            dev[3 + a, i] = x_b[i, a] - x_det[i, a] - (s + 1) * step[i, a]
-    c = np.empty(6)
-    stride = sample_stride(n)
-    for a in range(6):
-        c[a] = np.median(dev[a, ::stride])
-    for i in range(n):
-        worst = 0.0
-        for k in range(2):
-            d0 = dev[3 * k, i] - c[3 * k]
-            d1 = dev[3 * k + 1, i] - c[3 * k + 1]
-            d2 = dev[3 * k + 2, i] - c[3 * k + 2]
-            worst = max(worst, d0 * d0 + d1 * d1 + d2 * d2)
-        out[i] = sqrt(worst)
-    return c[0], c[1], c[2]
 
 
 # ----------------------------------------------------------------------------------------------

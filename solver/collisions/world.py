@@ -372,6 +372,7 @@ class CollisionWorld:
             "detections": 0,
             "partial_detections": 0,
             "redetected_vertices": 0,
+            "affine_substeps": 0,
             "vertex_triangle_active_max": 0,
             "edge_edge_active_max": 0,
             "pushes": 0,
