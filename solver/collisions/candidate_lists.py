@@ -96,17 +96,16 @@ def _window_paths(step, edge_length, window_max, path):
 
 
 @njit(inline="always", **_JIT)
-def _affine_residual(x_det, step, since, x_a, x_b, G, i, out):
-    """x - (I + G) P of vertex i at both ends of the substep (P its path's position there)."""
-    for end in range(2):
-        s = since[i] + end
-        p0 = x_det[i, 0] + s * step[i, 0]
-        p1 = x_det[i, 1] + s * step[i, 1]
-        p2 = x_det[i, 2] + s * step[i, 2]
-        x = x_a if end == 0 else x_b
-        out[3 * end] = x[i, 0] - (p0 + G[0, 0] * p0 + G[0, 1] * p1 + G[0, 2] * p2)
-        out[3 * end + 1] = x[i, 1] - (p1 + G[1, 0] * p0 + G[1, 1] * p1 + G[1, 2] * p2)
-        out[3 * end + 2] = x[i, 2] - (p2 + G[2, 0] * p0 + G[2, 1] * p1 + G[2, 2] * p2)
+def _residual(x, x_det, step, s, G, i):
+    """x_i - (I + G) P_i, P_i = x_det_i + s step_i: vertex i's offset from its mapped path."""
+    p0 = x_det[i, 0] + s * step[i, 0]
+    p1 = x_det[i, 1] + s * step[i, 1]
+    p2 = x_det[i, 2] + s * step[i, 2]
+    return (
+        x[i, 0] - (p0 + G[0, 0] * p0 + G[0, 1] * p1 + G[0, 2] * p2),
+        x[i, 1] - (p1 + G[1, 0] * p0 + G[1, 1] * p1 + G[1, 2] * p2),
+        x[i, 2] - (p2 + G[2, 0] * p0 + G[2, 1] * p1 + G[2, 2] * p2),
+    )
 
 
 @njit(**_JIT)
@@ -137,7 +136,19 @@ def _fit_affine(x_det, step, since, x_a, k):
     ridge = 1e-6 * (S[0, 0] + S[1, 1] + S[2, 2]) + 1e-300
     for d in range(3):
         S[d, d] += ridge
-    return R @ np.linalg.inv(S)
+    # G = R S^-1 by the adjugate (S symmetric, positive definite with the ridge): Numba's
+    # np.linalg and matrix product need SciPy's LAPACK / BLAS, which Blender does not ship
+    a, b, c, d, e, f = S[0, 0], S[0, 1], S[0, 2], S[1, 1], S[1, 2], S[2, 2]
+    inv = np.empty((3, 3))
+    inv[0, 0], inv[0, 1], inv[0, 2] = d * f - e * e, c * e - b * f, b * e - c * d
+    inv[1, 1], inv[1, 2], inv[2, 2] = a * f - c * c, b * c - a * e, a * d - b * b
+    inv[1, 0], inv[2, 0], inv[2, 1] = inv[0, 1], inv[0, 2], inv[1, 2]
+    det = a * inv[0, 0] + b * inv[1, 0] + c * inv[2, 0]
+    G = np.zeros((3, 3))
+    for r in range(3):
+        for col in range(3):
+            G[r, col] = (R[r, 0] * inv[0, col] + R[r, 1] * inv[1, col] + R[r, 2] * inv[2, col]) / det
+    return G
 
 
 @njit(**_JIT)
@@ -170,29 +181,19 @@ def path_deviations(x_det, step, since, x_a, x_b, affine, out):
     if affine:
         G = _fit_affine(x_det, step, since, x_a, k)
     m = (n + k - 1) // k
-    res = np.empty((6, m))  # the sampled vertices' residuals x - (I + G) P at both ends
+    res = np.empty((6, m))  # the sampled vertices' residuals at both ends
     for j in range(m):
-        _affine_residual(x_det, step, since, x_a, x_b, G, j * k, res[:, j])
+        i = j * k
+        res[0, j], res[1, j], res[2, j] = _residual(x_a, x_det, step, since[i], G, i)
+        res[3, j], res[4, j], res[5, j] = _residual(x_b, x_det, step, since[i] + 1, G, i)
     c = np.empty(6)
     for a in range(6):
         c[a] = np.median(res[a])
-    g00, g01, g02 = G[0, 0], G[0, 1], G[0, 2]
-    g10, g11, g12 = G[1, 0], G[1, 1], G[1, 2]
-    g20, g21, g22 = G[2, 0], G[2, 1], G[2, 2]
     for i in range(n):
-        s0, s1, s2 = step[i, 0], step[i, 1], step[i, 2]
-        p0 = x_det[i, 0] + since[i] * s0
-        p1 = x_det[i, 1] + since[i] * s1
-        p2 = x_det[i, 2] + since[i] * s2
-        d0 = x_a[i, 0] - (p0 + g00 * p0 + g01 * p1 + g02 * p2) - c[0]
-        d1 = x_a[i, 1] - (p1 + g10 * p0 + g11 * p1 + g12 * p2) - c[1]
-        d2 = x_a[i, 2] - (p2 + g20 * p0 + g21 * p1 + g22 * p2) - c[2]
-        worst = d0 * d0 + d1 * d1 + d2 * d2
-        p0, p1, p2 = p0 + s0, p1 + s1, p2 + s2
-        d0 = x_b[i, 0] - (p0 + g00 * p0 + g01 * p1 + g02 * p2) - c[3]
-        d1 = x_b[i, 1] - (p1 + g10 * p0 + g11 * p1 + g12 * p2) - c[4]
-        d2 = x_b[i, 2] - (p2 + g20 * p0 + g21 * p1 + g22 * p2) - c[5]
-        out[i] = np.sqrt(max(worst, d0 * d0 + d1 * d1 + d2 * d2))
+        d0, d1, d2 = _residual(x_a, x_det, step, since[i], G, i)
+        e0, e1, e2 = _residual(x_b, x_det, step, since[i] + 1, G, i)
+        d0, d1, d2, e0, e1, e2 = d0 - c[0], d1 - c[1], d2 - c[2], e0 - c[3], e1 - c[4], e2 - c[5]
+        out[i] = np.sqrt(max(d0 * d0 + d1 * d1 + d2 * d2, e0 * e0 + e1 * e1 + e2 * e2))
     for d in range(3):
         b[d] = c[d]
     return G, b, np.sqrt(np.sum(G * G))
