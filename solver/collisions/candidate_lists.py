@@ -347,9 +347,9 @@ class CandidateLists:
         vertices' deviations the rest. When the map has strayed so far that nothing would be
         left (``|A - I| >= margin / (d + margin)``), a translation (tolerance ``margin / 2``).
         Returns ``((A, b), tolerance, affine)``: the map at the substep start and whether it is
-        affine. Measured against a translation always (two layered garments: 1.5 passes a frame
-        against 3 / 8 whole and 3 / 8 partial ones, the detection 40 -> 21-26 ms a frame) and
-        against the better of the two at each substep (no better, two kernels a substep)."""
+        affine. Measured against a translation always (two layered garments: 1.5 partial passes a
+        frame against 0.375 whole and 0.375 partial ones, the detection 40 -> 21-26 ms a frame)
+        and against the better of the two at each substep (no better, two kernels a substep)."""
         args = (self._x_det, self._det_step, self._since, x_start, x_pred)
         G, b, norm = path_deviations(*args, True, self._deviation)
         tolerance = 0.5 * (self.margin_m - norm * self._reach)
@@ -378,9 +378,9 @@ class CandidateLists:
         the common motion, is longer than an edge; the lists then hold every pair that can come
         within reach along those paths (see :func:`~.candidate_search.vertex_triangle_candidates`).
         They stay valid while every vertex keeps within about ``margin / 2`` of its path (up to a
-        common affine map, :meth:`_common_motion`) and the window lasts. A falling flap next to a part at rest thus
-        gets long paths only where the motion is, instead of one margin grown for the whole
-        cloth."""
+        common affine map, :meth:`_common_motion`) and the window lasts. A falling flap next to a
+        part at rest thus gets long paths only where the motion is, instead of one margin grown
+        for the whole cloth."""
         x = x_start
         step = step.copy()
         window, path = self._window_for(step)
@@ -407,8 +407,8 @@ class CandidateLists:
         in that space, with every other vertex at its path's position now (the map of it within
         the tolerance of where it is) and following its own path; the pairs of two unbroken
         vertices keep the proof of the detection that found them (both still within the
-        tolerance of the paths it used), so no pair can come within reach unseen. A pair's list entry lasts as long as the window
-        of its later-set vertex, whose end re-detects it."""
+        tolerance of the paths it used), so no pair can come within reach unseen. A pair's list
+        entry lasts as long as the window of its later-set vertex, whose end re-detects it."""
         m = self.mesh
         x = x_start
         idx = np.flatnonzero(broken)
