@@ -41,11 +41,23 @@ SLOW_SUBSTEPS = 4
 RENEW_STILL_AT = 0.75
 
 
+#: the common motion's fit and medians look at at most about this many vertices (every k-th):
+#: any map keeps the deviation bound sound, the medians only have to be ones that a few far-off
+#: vertices cannot move (six medians over all 10k vertices of two garments were ~0.6 ms a substep)
+MEDIAN_SAMPLE = 1024
+
+
+@njit(inline="always", **_JIT)
+def sample_stride(n):
+    """Every how many vertices the common motion's fit and medians look at."""
+    return max(1, n // MEDIAN_SAMPLE)
+
+
 @njit(**_JIT)
 def path_steps(x_start, x_pred, tolerance, slow_substeps, out):
     """Per vertex, the step its path takes per substep: this substep's predicted step less the
     common one (the per-axis median of the steps of every k-th vertex,
-    :data:`~.cloth_contacts.MEDIAN_SAMPLE`; :func:`path_deviations` removes the common motion),
+    :data:`MEDIAN_SAMPLE`; :func:`path_deviations` removes the common motion),
     zero when it would not take the vertex ``tolerance`` (``margin / 2``) off in
     ``slow_substeps`` (:data:`SLOW_SUBSTEPS`) substeps.
 
@@ -59,7 +71,7 @@ def path_steps(x_start, x_pred, tolerance, slow_substeps, out):
     for i in range(n):
         for d in range(3):
             out[i, d] = x_pred[i, d] - x_start[i, d]
-    k = cc.sample_stride(n)
+    k = sample_stride(n)
     c0, c1, c2 = np.median(out[::k, 0]), np.median(out[::k, 1]), np.median(out[::k, 2])
     slow = tolerance / slow_substeps
     for i in range(n):
@@ -115,27 +127,26 @@ def _fit_affine(x_det, step, since, x_a, k):
     of P along it) stays as it is."""
     n = x_det.shape[0]
     m = (n + k - 1) // k
-    pc = np.zeros(3)
-    xc = np.zeros(3)
+    p = np.empty((m, 3))  # the sampled paths' positions and x_a - P, then both centred
+    u = np.empty((m, 3))
     for j in range(m):
         i = j * k
-        for d in range(3):
-            pc[d] += (x_det[i, d] + since[i] * step[i, d]) / m
-            xc[d] += x_a[i, d] / m
+        for ax in range(3):
+            p[j, ax] = x_det[i, ax] + since[i] * step[i, ax]
+            u[j, ax] = x_a[i, ax] - p[j, ax]
+    for ax in range(3):
+        p[:, ax] -= p[:, ax].mean()
+        u[:, ax] -= u[:, ax].mean()
     S = np.zeros((3, 3))
-    R = np.zeros((3, 3))  # sum of (x - P) P^T, both centred
+    R = np.zeros((3, 3))
     for j in range(m):
-        i = j * k
         for r in range(3):
-            pr = x_det[i, r] + since[i] * step[i, r] - pc[r]
-            ur = x_a[i, r] - xc[r] - pr
             for c in range(3):
-                pcc = x_det[i, c] + since[i] * step[i, c] - pc[c]
-                S[r, c] += pr * pcc
-                R[r, c] += ur * pcc
+                S[r, c] += p[j, r] * p[j, c]
+                R[r, c] += u[j, r] * p[j, c]
     ridge = 1e-6 * (S[0, 0] + S[1, 1] + S[2, 2]) + 1e-300
-    for d in range(3):
-        S[d, d] += ridge
+    for ax in range(3):
+        S[ax, ax] += ridge
     # G = R S^-1 by the adjugate (S symmetric, positive definite with the ridge): Numba's
     # np.linalg and matrix product need SciPy's LAPACK / BLAS, which Blender does not ship
     a, b, c, d, e, f = S[0, 0], S[0, 1], S[0, 2], S[1, 1], S[1, 2], S[2, 2]
@@ -157,7 +168,7 @@ def path_deviations(x_det, step, since, x_a, x_b, affine, out):
     ``A P + b`` of the paths' positions P (``x_det + since step`` at x_a, one step further at x_b;
     ``since``: substeps since that vertex's path was set). ``A = I + G``: the identity, or with
     ``affine`` fitted by least squares at x_a (:func:`_fit_affine`); ``b`` per end the per-axis
-    median of ``x - A P`` over every k-th vertex (:data:`~.cloth_contacts.MEDIAN_SAMPLE`). ``out``
+    median of ``x - A P`` over every k-th vertex (:data:`MEDIAN_SAMPLE`). ``out``
     gets the larger of the two ends' distances; returns ``(G, b at x_a, |G|)``, ``|G|`` the
     Frobenius norm (at least the spectral one).
 
@@ -177,7 +188,7 @@ def path_deviations(x_det, step, since, x_a, x_b, affine, out):
     b = np.zeros(3)
     if n == 0:
         return G, b, 0.0
-    k = cc.sample_stride(n)
+    k = sample_stride(n)
     if affine:
         G = _fit_affine(x_det, step, since, x_a, k)
     m = (n + k - 1) // k
@@ -353,7 +364,7 @@ class CandidateLists:
         args = (self._x_det, self._det_step, self._since, x_start, x_pred)
         G, b, norm = path_deviations(*args, True, self._deviation)
         tolerance = 0.5 * (self.margin_m - norm * self._reach)
-        if tolerance > 0.0:
+        if tolerance > 0.0 and np.isfinite(norm):  # not finite: no spread to fit (one vertex)
             return (np.eye(3) + G, b), tolerance, True
         _, b, _ = path_deviations(*args, False, self._deviation)
         return (np.eye(3), b), 0.5 * self.margin_m, False

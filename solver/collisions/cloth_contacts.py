@@ -237,19 +237,6 @@ def carry_sides(old_keys, old_sides, old_held, new_keys, new_sides, new_held):
     new_held[found] = old_held[at[found]]
 
 
-#: the common translations are medians over at most about this many vertices (every k-th):
-#: any translation keeps the deviation bound sound, the median only has to be one that a few
-#: far-off vertices cannot move (six medians over all 10k vertices of two garments were ~0.6 ms
-#: a substep)
-MEDIAN_SAMPLE = 1024
-
-
-@njit(inline="always", **_JIT)
-def sample_stride(n):
-    """Every how many vertices the common translations' medians look at."""
-    return max(1, n // MEDIAN_SAMPLE)
-
-
 # ----------------------------------------------------------------------------------------------
 # Narrow phase (every substep).
 # ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
 from .candidate_search import _hash, primitive_boxes
+from .geometry import triangle_cross
 from .hash_grid import cell_hash, centre_query_cells
 
 
@@ -47,17 +48,14 @@ def _one_side(x, a, b, c, p, q, r):
     a rounding tolerance): then no point of triangle (p, q, r) lies in that plane, so the two
     triangles cannot cross (Moeller 1997's first rejection; most box-overlapping neighbours of a
     smooth sheet are rejected here, before six segment tests)."""
-    e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
-    e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
-    n0, n1, n2 = e11 * e22 - e12 * e21, e12 * e20 - e10 * e22, e10 * e21 - e11 * e20
+    n0, n1, n2 = triangle_cross(x[a, 0], x[a, 1], x[a, 2], x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2])
     dp = n0 * (x[p, 0] - x[a, 0]) + n1 * (x[p, 1] - x[a, 1]) + n2 * (x[p, 2] - x[a, 2])
     dq = n0 * (x[q, 0] - x[a, 0]) + n1 * (x[q, 1] - x[a, 1]) + n2 * (x[q, 2] - x[a, 2])
     dr = n0 * (x[r, 0] - x[a, 0]) + n1 * (x[r, 1] - x[a, 1]) + n2 * (x[r, 2] - x[a, 2])
-    tol = (
-        1e-9
-        * (abs(n0) + abs(n1) + abs(n2))
-        * (abs(x[p, 0] - x[a, 0]) + abs(x[p, 1] - x[a, 1]) + abs(x[p, 2] - x[a, 2]) + abs(e10) + abs(e11) + abs(e12))
-    )
+    # rounding slack: the normal's size times the distances involved
+    size = abs(x[p, 0] - x[a, 0]) + abs(x[p, 1] - x[a, 1]) + abs(x[p, 2] - x[a, 2])
+    size += abs(x[b, 0] - x[a, 0]) + abs(x[b, 1] - x[a, 1]) + abs(x[b, 2] - x[a, 2])
+    tol = 1e-9 * (abs(n0) + abs(n1) + abs(n2)) * size
     return (dp > tol and dq > tol and dr > tol) or (dp < -tol and dq < -tol and dr < -tol)
 
 
