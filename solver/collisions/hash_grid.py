@@ -115,6 +115,13 @@ def boxes_overlapping(ql, qh, inv_cell, max_cells_per_box, table_size, bucket_st
 # ----------------------------------------------------------------------------------------------
 # Hash grid of box centres: each box entered once, queries grown by the largest half-extent.
 # ----------------------------------------------------------------------------------------------
+@njit(inline="always", **_JIT)
+def centre_cell(lo, hi, b, d, inv_cell):
+    """Cell number along axis ``d`` of box ``b``'s centre: the cell :func:`hash_box_centres` enters
+    it in (a query that skips cells by their order has to compute its own the same way)."""
+    return int(math.floor(0.5 * (lo[b, d] + hi[b, d]) * inv_cell))
+
+
 @njit(**_JIT)
 def hash_box_centres(lo, hi, boxes, cell, table_size):
     """Counting-sort hash grid of the boxes ``boxes`` (numbers into lo/hi), each entered once, in
@@ -138,7 +145,7 @@ def hash_box_centres(lo, hi, boxes, cell, table_size):
         keep[r] = True
         for d in range(3):
             extent[d] = max(extent[d], 0.5 * (hi[b, d] - lo[b, d]))
-            cells[r, d] = int(math.floor(0.5 * (lo[b, d] + hi[b, d]) * inv))
+            cells[r, d] = centre_cell(lo, hi, b, d, inv)
         counts[cell_hash(cells[r, 0], cells[r, 1], cells[r, 2], table_size) + 1] += 1
     for t in range(table_size):
         counts[t + 1] += counts[t]

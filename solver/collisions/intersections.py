@@ -8,8 +8,6 @@ counted). Candidate pairs come from a hash grid of the triangles' box centres
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
@@ -17,7 +15,7 @@ from .. import _numba_setup  # noqa: F401  (cache directory before any compilati
 from ._jit import _JIT, _JIT_PARALLEL
 from .candidate_search import _hash, primitive_boxes
 from .geometry import triangle_cross
-from .hash_grid import cell_hash, centre_query_cells
+from .hash_grid import cell_hash, centre_cell, centre_query_cells
 
 
 @njit(inline="always", **_JIT)
@@ -82,14 +80,13 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, ext
     """Crossing pairs per triangle, each pair counted once: from the triangle whose centre cell
     comes first (cells in lexicographic order; by number within one cell). Both triangles of a
     box-overlapping pair find each other (each query's box is grown by the grid's largest
-    half-extent), so a query visits only its own cell and the cells after it: half the bucket
-    entries a query over every neighbour cell met (two garments: 98 entries a triangle, 7 of
-    them overlapping its box)."""
+    half-extent), so a query visits only its own cell and the cells after it, half the bucket
+    entries of a visit to every neighbour cell (docs/design/cloth_contacts.md, "Cost")."""
     for s in prange(tris.shape[0]):
         count = 0
-        own_i = int(math.floor(0.5 * (lo[s, 0] + hi[s, 0]) * inv))
-        own_j = int(math.floor(0.5 * (lo[s, 1] + hi[s, 1]) * inv))
-        own_k = int(math.floor(0.5 * (lo[s, 2] + hi[s, 2]) * inv))
+        own_i = centre_cell(lo, hi, s, 0, inv)
+        own_j = centre_cell(lo, hi, s, 1, inv)
+        own_k = centre_cell(lo, hi, s, 2, inv)
         i0, i1, j0, j1, k0, k1 = centre_query_cells(lo[s], hi[s], extent, inv, 64)
         for ci in range(max(i0, own_i), i1 + 1):
             for cj in range(j0, j1 + 1):

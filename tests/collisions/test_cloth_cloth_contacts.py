@@ -206,10 +206,10 @@ def test_cape_on_a_rotating_body_never_crosses():
 
 
 @pytest.mark.parametrize(
-    "seed, noise_m, stretch",
-    [(7, 0.02, 1.0), (1, 0.01, 1.0), (2, 0.04, 1.0), (3, 0.015, 5.0), (4, 0.03, 0.2)],
+    "seed, noise_m, stretch, min_crossings",
+    [(7, 0.02, 1.0, 20), (1, 0.01, 1.0, 10), (2, 0.04, 1.0, 1000), (3, 0.015, 5.0, 1000), (4, 0.03, 0.2, 1000)],
 )
-def test_solver_intersection_count_matches_the_reference_on_a_crumpled_sheet(seed, noise_m, stretch):
+def test_solver_intersection_count_matches_the_reference_on_a_crumpled_sheet(seed, noise_m, stretch, min_crossings):
     """The solver's frame-end diagnostic (hash grid + segment tests in Numba) against the
     independent reference on randomly crumpled sheets with many crossings. The grid counts each
     pair once, from the triangle whose centre cell comes first: the crossings between triangles
@@ -224,7 +224,7 @@ def test_solver_intersection_count_matches_the_reference_on_a_crumpled_sheet(see
     x[::3, 0] *= stretch
     tris = np.ascontiguousarray(faces, dtype=np.int64)
     expected = crossing_count(x, tris)
-    assert expected > 10
+    assert expected > min_crossings  # the case has the crossings it is meant to test
     assert count_intersections(np.ascontiguousarray(x), tris) == expected
 
 
