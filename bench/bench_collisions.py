@@ -253,10 +253,11 @@ def run_world_case(name, grid, frames, settle, substeps, warmup=6, partial=True)
     return rows
 
 
-def run_layers_case(frames, substeps, layers, warmup=4, partial=True):
+def run_layers_case(frames, substeps, layers, warmup=4, partial=True, solve_mode="auto"):
     """Garments (~5k-vertex tubes around the body, pinned at their top ring) on the body mesh
-    swaying 2 cm each side: ``layers = 1`` is one garment without self-collision (plain Cloth),
-    2 two layered garments in one CollisionWorld (self and cloth-cloth contacts). Frame ms."""
+    swaying 2 cm each side: ``layers = 1`` is one garment without self-collision (plain Cloth, in
+    ``solve_mode``: the default auto runs it coloured, 4 blocks), 2 two layered garments in one
+    CollisionWorld (self and cloth-cloth contacts; auto runs them serial). Frame ms."""
     body_v, body_t = uv_ellipsoid_mesh(np.array([0.18, 0.12, 0.35]), 50, 51, np.array([0.0, 0.0, 1.0]))
     cloths, handlers = [], []
     for k in range(layers):
@@ -264,7 +265,13 @@ def run_layers_case(frames, substeps, layers, warmup=4, partial=True):
         pins = (pos[:, 2] > 1.25 - 1e-9).astype(float)
         handler = Colliders([TriangleMesh(body_v, body_t, name="body")], cloth_thickness=0.004)
         cloths.append(
-            Cloth(pos, faces, settings=SolverSettings(substeps=substeps), pin_weights=pins, contact_handler=handler)
+            Cloth(
+                pos,
+                faces,
+                settings=SolverSettings(substeps=substeps, solve_mode=solve_mode),
+                pin_weights=pins,
+                contact_handler=handler,
+            )
         )
         handlers.append(handler)
     world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(layers)]) if layers > 1 else None
@@ -292,6 +299,7 @@ def run_layers_case(frames, substeps, layers, warmup=4, partial=True):
                     phases[k] = phases.get(k, 0.0) + world.last_stats[k]
     row = {
         "case": f"garments_{layers}_layer{'s' if layers > 1 else ''}_moving_body",
+        "solve_mode": cloths[0].solve_mode,
         "cloth_vertices": int(sum(c.x.shape[0] for c in cloths)),
         "substeps": substeps,
         "frames": frames,
@@ -421,8 +429,14 @@ def world_cases(args):
                 line["old_contacts_over_elastic"] = round(old[k]["contacts_total_ms"] / old[k]["elastic_solve_ms"], 2)
             ratios.append(line)
         one = run_layers_case(args.frames, args.substeps, 1)
+        one_serial = run_layers_case(args.frames, args.substeps, 1, solve_mode="serial")
         two = {partial: run_layers_case(args.frames, args.substeps, 2, partial=partial) for partial in (False, True)}
-        layer_ratios.append({str(p): round(two[p]["wall_ms_per_frame"] / one["wall_ms_per_frame"], 2) for p in two})
+        layer_ratios.append(
+            {
+                **{str(p): round(two[p]["wall_ms_per_frame"] / one["wall_ms_per_frame"], 2) for p in two},
+                "True_over_serial_one": round(two[True]["wall_ms_per_frame"] / one_serial["wall_ms_per_frame"], 2),
+            }
+        )
     print(
         json.dumps(
             {

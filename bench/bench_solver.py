@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "devtools"))
 
 #: mode label -> (solve_mode, numba threads)
-MODES = {"serial": ("serial", 1), "colored1": ("colored", 1), "colored2": ("colored", 2)}
+MODES = {"serial": ("serial", 1), "colored1": ("colored", 1), "colored2": ("colored", 2), "auto": ("auto", None)}
 CONSTRAINT_PHASES = ("stretch", "shear", "bend", "tether", "soft_pin")
 TARGET_SERIAL_PROJECTIONS = 40e6
 TARGET_COLORED2_SPEEDUP = 1.6

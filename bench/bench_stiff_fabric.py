@@ -5,9 +5,10 @@ Scene (the one of ``bench_vs_blender_cloth.py``, solver only): a horizontal 1 m 
 frames at 24 fps. Every variant runs the same scene; the variants run interleaved ``--repeat``
 times and the line reports the median CPU time of the solve per frame (``time.thread_time``
 around ``Cloth.step``: the machine is shared, so wall time says little; compare the ratios).
-``--modes`` runs each variant in several solve modes (``serial``; ``colored2``: coloured on two
-threads, whose work the calling thread's CPU time misses, so every line also has the median
-wall time per frame); ``--grid`` takes several sizes (the resolution table: each size's cost
+The variants and presets run serial; ``--modes`` runs each variant in several solve modes
+(``serial``; ``colored2``: coloured on two threads; ``auto``: the default mode, coloured in blocks
+fixed by the mesh; the calling thread's CPU time misses the other threads' work, so every line
+also has the median wall time per frame); ``--grid`` takes several sizes (the resolution table: each size's cost
 per vertex against the first size's, same mode, same process).
 
 Strain is every mesh edge's (L - L0) / L0 after each frame: ``strain_p95`` is the worst frame's
@@ -44,7 +45,7 @@ from selvedge import solver
 from selvedge.solver import constraints
 
 #: mode label -> (solve_mode, threads)
-MODES = {"serial": ("serial", None), "colored2": ("colored", 2)}
+MODES = {"serial": ("serial", None), "colored2": ("colored", 2), "auto": ("auto", None)}
 
 #: variant -> (what it is, ClothOptions overrides, SolverSettings overrides)
 VARIANTS = {
@@ -102,7 +103,8 @@ def run(n: int, frames: int, options: dict, settings: dict, material="cotton") -
         pin_weights=pins,
         material=solver.preset(material),
         options=solver.ClothOptions(**options),
-        settings=solver.SolverSettings(**settings),
+        # serial unless a --modes mode says otherwise: the variants' cost is the calling thread's CPU
+        settings=solver.SolverSettings(**{"solve_mode": "serial", **settings}),
     )
     edges = cloth.topology.edges
     hops = constraints.hops_to_pins(len(pos), edges, cloth.kinematic_index)

@@ -90,7 +90,7 @@ from garment_scene import GARMENT_GAP, HEAD_RADIUS, HEAD_Z, TORSO_RADIUS, TORSO_
 from selvedge_import import import_selvedge
 
 selvedge = import_selvedge()
-
+from selvedge.solver.settings import SOLVE_MODES
 
 # ----------------------------------------------------------------------------------------------
 # Scene and measurement (shared by both solvers)
@@ -564,7 +564,7 @@ def main(argv=None) -> int:
     parser.add_argument("--garment-grid", type=int, default=48, help="garment vertices per side (default 48)")
     parser.add_argument("--garment-size", type=float, default=1.0, help="garment side in metres (default 1)")
     parser.add_argument("--frames", type=int, default=100, help="frames, the first being the rest state")
-    parser.add_argument("--solve-mode", default="serial", choices=("serial", "colored", "jacobi"))
+    parser.add_argument("--solve-mode", default="auto", choices=SOLVE_MODES)
     parser.add_argument("--substeps", type=int, help="Selvedge substeps (default: the scene default)")
     parser.add_argument("--only", choices=("blender", "selvedge"), help="run one solver only")
     parser.add_argument(

@@ -16,6 +16,12 @@ from .scene_to_solver import SOLVE_MODES
 _BLEND_RELATIVE_PATH: set = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
 
 SOLVE_ITEMS = (
+    (
+        "auto",
+        "Auto",
+        "Coloured Gauss-Seidel in up to 4 mesh blocks fixed by the mesh, sharing up to 4 cores: the same "
+        "bake on every machine. Serial for small cloths and for cloths that collide with each other or themselves",
+    ),
     ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
     (
         "colored",
@@ -48,7 +54,7 @@ class SelvedgeSceneSettings(PropertyGroup):
         soft_max=10,
     )
     solve_mode: EnumProperty(
-        name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="serial"
+        name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="auto"
     )
     network_mode: EnumProperty(
         name="Learned Network",

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 PRESET_NAMES = ("cotton", "silk", "denim", "leather", "jersey_knit", "rubber")
 #: Same for ``solver.BENDING_MODELS`` and ``solver.SOLVE_MODES``.
 BENDING_MODELS = ("cross_edge", "dihedral", "isometric", "auto")
-SOLVE_MODES = ("serial", "colored", "jacobi")
+SOLVE_MODES = ("auto", "serial", "colored", "jacobi")
 
 #: Per-object cloth settings that feed the solver, in the order they are documented.
 CLOTH_KEYS = (

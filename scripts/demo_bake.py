@@ -24,6 +24,7 @@ import numpy as np
 
 from selvedge.solver import Cloth, ClothOptions, SimulationError, SolverSettings, grid_mesh, preset
 from selvedge.solver.io_pc2 import PC2Writer, write_sidecar
+from selvedge.solver.settings import SOLVE_MODES
 
 
 def smoothstep(t: float) -> float:
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", default="cotton")
     parser.add_argument("--substeps", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--mode", default="serial", choices=("serial", "colored", "jacobi"))
+    parser.add_argument("--mode", default="auto", choices=SOLVE_MODES)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "demo", help="output folder (default out/demo)")
     args = parser.parse_args(argv)
     if args.frames < 1 or args.resolution < 2:

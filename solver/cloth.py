@@ -75,7 +75,7 @@ from .multilevel import (
     solve_multilevel_contacts,
     unit_rows,
 )
-from .settings import ClothOptions, SolverSettings
+from .settings import AUTO_BLOCK_MIN_VERTICES, AUTO_BLOCKS, ClothOptions, SolverSettings
 from .sewing import Sewing, SewingConstraints
 from .shrink import Shrink
 from .volume import Pressure, VolumeConstraints
@@ -410,7 +410,7 @@ class Cloth:
         serial sweep order, then the few constraints that cross a cut. The schedule, and so the
         result, depends on the block count; for a given count it is bit-reproducible.
         """
-        if self.settings.solve_mode != "colored":
+        if self.solve_mode != "colored":
             return self._sets_serial
         return self._colored_schedule()[1]
 
@@ -440,7 +440,7 @@ class Cloth:
         take the per-phase path: another mode, a contact handler or a learned hook (Python calls
         between the phases), or a CPU without the time-stamp counter the phase timings read."""
         if (
-            self.settings.solve_mode != "colored"
+            self.solve_mode != "colored"
             or not self.fused_frames
             or not FUSED_SUPPORTED
             or self.contact_handler is not None
@@ -493,7 +493,7 @@ class Cloth:
     def _stretch_limit_levels(self) -> Hierarchy | None:
         """The hierarchy as the current solve mode runs it: in the coloured mode with each level
         in block order (:func:`.multilevel.blocked_hierarchy`, the order of the fused frame)."""
-        if self.hierarchy is None or self.settings.solve_mode != "colored":
+        if self.hierarchy is None or self.solve_mode != "colored":
             return self.hierarchy
         self._colored_schedule()
         return self._colored[5].hierarchy
@@ -501,19 +501,48 @@ class Cloth:
     def _vertex_blocks(self):
         """(vertex_order, vertex_offsets) of the coloured mode's parts, or None in the other modes:
         the per-vertex steps of a substep run on the thread whose block owns the vertex."""
-        if self.settings.solve_mode != "colored":
+        if self.solve_mode != "colored":
             return None
         return self._colored_schedule()[2:]
 
     @property
+    def solve_mode(self) -> str:
+        """The mode this cloth runs: ``settings.solve_mode`` with ``"auto"`` resolved. Auto is
+        ``"colored"`` in :attr:`auto_blocks` blocks for a cloth of at least two blocks' vertices
+        stepped on its own, and ``"serial"`` for a smaller one and in a
+        :class:`~.collisions.world.CollisionWorld`, where a coloured sweep more often keeps a
+        cloth-cloth crossing that a serial one undoes (docs/design/cloth_contacts.md).
+
+        Why coloured: the blocks share the cores (64 x 64 sheet on two: 0.75-0.8 x the serial
+        mode's time), and a fixed block count gives the same bake on any machine
+        (docs/design/solver.md, "Solve modes")."""
+        mode = self.settings.solve_mode
+        if mode != "auto":
+            return mode
+        return "serial" if self.in_world or self.auto_blocks < 2 else "colored"
+
+    @property
+    def auto_blocks(self) -> int:
+        """Blocks of the auto mode, a function of the mesh alone (not of the machine): the largest
+        power of two with :data:`.settings.AUTO_BLOCK_MIN_VERTICES` vertices in each, at most
+        :data:`.settings.AUTO_BLOCKS` (a power of two, so two or four threads share them evenly)."""
+        blocks = 1
+        while 2 * blocks <= AUTO_BLOCKS and 2 * blocks * AUTO_BLOCK_MIN_VERTICES <= self.x.shape[0]:
+            blocks *= 2
+        return blocks
+
+    @property
     def parallel_blocks(self) -> int:
-        """Blocks of the coloured schedule: ``settings.threads``, else Numba's current thread count
-        (all cores unless something in the process, e.g. ``cli.py --threads``, set fewer).
+        """Blocks of the coloured schedule: ``settings.threads``; else, in the auto mode,
+        :attr:`auto_blocks`, and in the coloured mode Numba's current thread count (all cores
+        unless something in the process, e.g. ``cli.py --threads``, set fewer).
 
         With more blocks than cores the blocks share the threads; the result depends on the
-        block count only, so a fixed ``threads`` gives the same bake on any machine.
+        block count only, so a fixed ``threads`` (or the auto mode) gives the same bake on any machine.
         """
-        return int(self.settings.threads or numba.get_num_threads())
+        if self.settings.threads:
+            return int(self.settings.threads)
+        return self.auto_blocks if self.settings.solve_mode == "auto" else int(numba.get_num_threads())
 
     @property
     def bending_model(self) -> str | None:
@@ -835,7 +864,7 @@ class Cloth:
                     f"(faster than max_speed_m_s={self.settings.max_speed_m_s}); for a camera cut or a teleporting "
                     "rig call set_positions() instead of stepping"
                 )
-        if self.settings.solve_mode == "colored" and self.settings.threads:
+        if self.solve_mode == "colored" and self.settings.threads:
             numba.set_num_threads(min(int(self.settings.threads), numba.config.NUMBA_NUM_THREADS))
         return _StepState(
             frame_dt,
@@ -1162,7 +1191,7 @@ class Cloth:
         ``reset_lambda``: the substep's first pass, which starts every multiplier from 0.
         ``keep_lambda``: store the multipliers (False for a pass whose multipliers no one reads).
         """
-        mode = self.settings.solve_mode
+        mode = self.solve_mode
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
         k = c.coefficients(h, w)
         if c.kind == "distance":

@@ -506,7 +506,7 @@ def run_colored_frame(
     cloth, schedule: FusedSchedule, h, gravity, wind, kinematic_end, soft_end, timings, n_threads: int | None = None
 ) -> None:
     """One frame of ``cloth`` through :func:`colored_frame`; adds the phase times to ``timings``.
-    ``n_threads``: the team size asked for (default: Numba's thread count)."""
+    ``n_threads``: the team size asked for (default: Numba's thread count, at most one a block)."""
     w = cloth.inv_mass
     dh, iso, sp = schedule.dihedral, schedule.isometric, schedule.soft_pin
     if dh is not None:
@@ -526,10 +526,10 @@ def run_colored_frame(
     else:
         soft_args, sp_args = _NO_SOFT_TARGETS, _NO_SOFT_PINS
     s = schedule
-    n_sub, iterations, _ = s.key
+    n_sub, iterations, n_blocks = s.key
     t0 = time.perf_counter()
     start = colored_frame(
-        n_threads or numba.get_num_threads(),
+        n_threads or min(n_blocks, numba.get_num_threads()),
         _YIELD_ADDRESS,
         s.counters,
         s.item_owner,

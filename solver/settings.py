@@ -13,7 +13,14 @@ import numpy as np
 
 from .errors import ClothInputError
 
-SOLVE_MODES = ("serial", "colored", "jacobi")
+SOLVE_MODES = ("auto", "serial", "colored", "jacobi")
+#: Mesh blocks of the coloured schedule that ``solve_mode="auto"`` runs when ``threads`` is unset: a
+#: fixed count, so an auto bake is the same on every machine whatever its cores (up to this many
+#: threads share the work; docs/design/solver.md, "Solve modes").
+AUTO_BLOCKS = 4
+#: Vertices per block of the auto mode at least: a smaller cloth runs in fewer blocks, in one
+#: (serial) below twice this, where a coloured frame's waits cost about what its blocks save.
+AUTO_BLOCK_MIN_VERTICES = 1024
 BENDING_MODELS = ("cross_edge", "dihedral", "isometric", "auto")
 
 
@@ -23,7 +30,10 @@ class SolverSettings:
 
     substeps: int = 10
     iterations: int = 1
-    solve_mode: str = "serial"
+    #: "auto" (coloured in up to :data:`AUTO_BLOCKS` blocks, fixed by the mesh, for a cloth stepped on
+    #: its own; serial for a small one and in a ``CollisionWorld``), "serial" (one thread,
+    #: bit-identical), "colored" (``threads`` blocks, by default one per Numba thread) or "jacobi".
+    solve_mode: str = "auto"
     #: Over-relaxation for Jacobi (Macklin 2014 suggest 1 < omega < 2).
     jacobi_omega: float = 1.5
     fps: float = 24.0
@@ -34,7 +44,8 @@ class SolverSettings:
     #: An edge stretched beyond this strain (10 = 1000 %) means the budget cannot hold the cloth
     #: together (too few substeps for the mesh and material): the frame is rolled back.
     max_strain: float = 10.0
-    #: Threads (and mesh blocks) of the coloured mode (None: Numba's default, all cores).
+    #: Threads (and mesh blocks) of the coloured mode (None: the mesh's in the auto mode, up to
+    #: :data:`AUTO_BLOCKS`; Numba's thread count, all cores, in the coloured one).
     threads: int | None = None
     #: How often a frame evaluates the force fields and aerodynamics (held in between; at most
     #: ``substeps``): 1 keeps them within 15 % of the elastic solve on a 64 x 64 sheet.

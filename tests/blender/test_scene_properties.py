@@ -117,6 +117,9 @@ def test_object_and_scene_settings_reach_the_solver():
     assert (m.density_kg_m2, m.thickness_m, m.air_drag_per_s) == pytest.approx((0.4, 0.003, 1.5), rel=1e-6)
 
     scene = bpy.context.scene
+    # the scene's default solve mode is the solver's (auto: blocks fixed by the mesh, same bake anywhere)
+    default = s2s.solver_settings_from_scene(scene.selvedge, 24.0)
+    assert scene.selvedge.solve_mode == default.solve_mode == solver.SolverSettings().solve_mode == "auto"
     scene.selvedge.substeps, scene.selvedge.iterations, scene.selvedge.solve_mode = 7, 3, "jacobi"
     scene.render.fps, scene.render.fps_base = 30, 1.001
     settings = s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base)

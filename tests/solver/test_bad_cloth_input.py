@@ -407,7 +407,7 @@ def test_acceleration_hook_wrong_shape():
         (dict(substeps=0), r"substeps must be an integer >= 1, got 0"),
         (dict(substeps=2.5), r"substeps must be an integer >= 1, got 2.5"),
         (dict(iterations=0), r"iterations must be an integer >= 1, got 0"),
-        (dict(solve_mode="gpu"), r"solve_mode must be one of \('serial', 'colored', 'jacobi'\), got 'gpu'"),
+        (dict(solve_mode="gpu"), r"solve_mode must be one of \('auto', 'serial', 'colored', 'jacobi'\), got 'gpu'"),
         (dict(jacobi_omega=2.0), r"jacobi_omega must lie in \(0, 2\), got 2.0"),
         (dict(jacobi_omega=0.0), r"jacobi_omega must lie in \(0, 2\), got 0.0"),
         (dict(fps=0.0), r"fps must be positive"),
