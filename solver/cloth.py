@@ -46,6 +46,7 @@ from .diagnostics import (
     dihedral_errors,
     distance_errors,
     edge_strain,
+    energies,
     isometric_errors,
     p95,
     soft_pin_errors,
@@ -1259,17 +1260,13 @@ class Cloth:
         if ring.any():
             diag.strain_max_pin_rings = float(strain[ring].max())
         if not ring.all():
-            diag.strain_max_outside_pin_rings = float(strain[~ring].max())
-            diag.strain_p95_outside_pin_rings = p95(strain[~ring])
+            outside = strain[~ring]
+            diag.strain_max_outside_pin_rings = float(outside.max())
+            diag.strain_p95_outside_pin_rings = p95(outside)
         diag.stretch_limit_active = int(self.stretch_limit_active)
-        free = self.inv_mass > 0
-        m = self.mass[free]
-        diag.kinetic_energy_j = float(0.5 * np.sum(m * np.sum(self.v[free] ** 2, axis=1)))
-        g = np.asarray(self.settings.gravity_m_s2, dtype=np.float64)
-        # Not ``x @ g``: NumPy sends a matrix-vector product to a threaded BLAS whose idle threads
-        # then spin for ~0.1 s, taking the second core from the next frame's solve (measured: a
-        # serial bake used 2 cores; the 2-thread coloured mode varied 27-68 M projections/s).
-        diag.gravitational_energy_j = float(-np.sum(m * np.einsum("ij,j->i", self.x[free], g)))
+        diag.kinetic_energy_j, diag.gravitational_energy_j = energies(
+            self.x, self.v, self.mass, self.inv_mass, np.asarray(self.settings.gravity_m_s2, dtype=np.float64)
+        )
         if self.contact_handler is not None:
             diag.contacts = self.contact_handler.diagnostics()
         return diag

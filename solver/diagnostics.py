@@ -74,6 +74,20 @@ def edge_strain(x, edges, rest_length, out):
         out[k] = (d - rest_length[k]) / rest_length[k]
 
 
+@njit(cache=True)
+def energies(x, v, mass, inv_mass, gravity):
+    """(kinetic, gravitational) energy in J of the free vertices: sum m |v|^2 / 2 and -sum m g . x
+    (pins, inverse mass 0, are moved by the rig and carry none). One pass, no temporaries."""
+    kinetic = 0.0
+    potential = 0.0
+    for i in range(x.shape[0]):
+        if inv_mass[i] > 0.0:
+            m = mass[i]
+            kinetic += 0.5 * m * (v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
+            potential -= m * (gravity[0] * x[i, 0] + gravity[1] * x[i, 1] + gravity[2] * x[i, 2])
+    return kinetic, potential
+
+
 def p95(values: np.ndarray) -> float:
     if values.size == 0:
         return 0.0

@@ -468,6 +468,25 @@ def test_tumbling_cloth_conserves_energy_to_first_order():
 # ----------------------------------------------------------------------------------------------
 # Diagnostics.
 # ----------------------------------------------------------------------------------------------
+def test_frame_energies_are_those_of_the_free_vertices():
+    """The diagnostics' energies against a NumPy sum over the frame's state: a swinging sheet whose
+    two pins move (their velocity is the rig's and their mass is no one's), so the pinned vertices
+    must be left out of both sums, and a moving cloth, so the kinetic energy is not ~0."""
+    pos, faces, uv = grid_mesh(12, 12, 0.5, 0.5, origin=(0.0, 0.0, 1.0))
+    pins = np.zeros(len(pos))
+    pins[[132, 143]] = 1.0
+    cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(gravity_m_s2=(0.5, 0.0, -9.81)))
+    for f in range(6):
+        diag = cloth.step(pin_targets=pos + np.array([0.03 * f, 0.0, 0.02 * f]))
+    free = cloth.inv_mass > 0
+    assert free.sum() == len(pos) - 2 and np.abs(cloth.velocities[~free]).max() > 0.1
+    kinetic = 0.5 * np.sum(cloth.mass[free] * np.sum(cloth.velocities[free] ** 2, axis=1))
+    potential = -np.sum(cloth.mass[free] * (cloth.positions[free] @ np.array([0.5, 0.0, -9.81])))
+    assert kinetic > 1e-4
+    assert diag.kinetic_energy_j == pytest.approx(kinetic, rel=1e-12)
+    assert diag.gravitational_energy_j == pytest.approx(potential, rel=1e-12)
+
+
 def soft_curtain(compliance, settings, options=None):
     """A 0.5 m, 10 x 10 curtain hanging from its pinned top row, stretch and shear compliance
     ``compliance`` (m/N) for every grain, air drag 3/s; returns (cloth, top row indices)."""
