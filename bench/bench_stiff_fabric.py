@@ -253,7 +253,7 @@ def main(argv=None) -> int:
     preset_rows = []
     if not args.no_presets:
         for name in solver.PRESETS:
-            r = run(args.grid, args.frames, {}, {}, material=name)
+            r = run(args.grid, args.frames, {}, {"solve_mode": "auto"}, material=name)  # the default mode
             print(json.dumps({"case": "presets", "preset": name, "grid": args.grid, **r}), flush=True)
             preset_rows.append(
                 [
