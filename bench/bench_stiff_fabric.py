@@ -5,7 +5,7 @@ Scene (the one of ``bench_vs_blender_cloth.py``, solver only): a horizontal 1 m 
 frames at 24 fps. Every variant runs the same scene; the variants run interleaved ``--repeat``
 times and the line reports the median CPU time of the solve per frame (``time.thread_time``
 around ``Cloth.step``: the machine is shared, so wall time says little; compare the ratios).
-The variants and presets run serial; ``--modes`` runs each variant in several solve modes
+The variants run serial, the presets in the default (auto) mode; ``--modes`` runs each variant in several solve modes
 (``serial``; ``colored2``: coloured on two threads; ``auto``: the default mode, coloured in blocks
 fixed by the mesh; the calling thread's CPU time misses the other threads' work, so every line
 also has the median wall time per frame); ``--grid`` takes several sizes (the resolution table: each size's cost
