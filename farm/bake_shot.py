@@ -39,7 +39,9 @@ def parse(argv):
     p.add_argument("--objects", default="", help="comma-separated cloth object names (default: every cloth object)")
     p.add_argument("--substeps", type=int, default=0, help="0: the shot's own setting")
     p.add_argument("--iterations", type=int, default=0, help="0: the shot's own setting")
-    p.add_argument("--mode", default="scene", help="serial, colored, jacobi, or 'scene' for the shot's own setting")
+    p.add_argument(
+        "--mode", default="scene", help="auto, serial, colored, jacobi, or 'scene' for the shot's own setting"
+    )
     p.add_argument("--threads", type=int, default=0, help="Numba threads (0: every core of the worker)")
     p.add_argument("--save", default="false", help="'true': save the shot with its Mesh Cache modifiers set up")
     p.add_argument(

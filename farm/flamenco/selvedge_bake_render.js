@@ -41,7 +41,7 @@ const JOB_TYPE = {
           description: "Solver substeps per frame (0: the scene's Selvedge setting)" },
         { key: "iterations", type: "int32", default: 0, propargs: { min: 0 }, visible: "submission",
           description: "Constraint passes per substep (0: the scene's Selvedge setting)" },
-        { key: "solve_mode", type: "string", default: "scene", choices: ["scene", "serial", "colored", "jacobi"],
+        { key: "solve_mode", type: "string", default: "scene", choices: ["scene", "auto", "serial", "colored", "jacobi"],
           visible: "submission", description: "Solve mode ('scene': the scene's Selvedge setting)" },
         { key: "threads", type: "int32", default: 0, propargs: { min: 0 }, visible: "submission",
           description: "Numba threads of the bake task (0: every core of the worker)" },

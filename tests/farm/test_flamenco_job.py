@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from selvedge.solver.settings import SOLVE_MODES
+
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TYPE_FILE = ROOT / "farm" / "flamenco" / "selvedge_bake_render.js"
 NODE = shutil.which("node")
@@ -170,6 +172,9 @@ def test_job_type_settings_follow_flamencos_job_setting_model(tmp_path):
         "render_output_path",
     ):
         assert key in keys
+    # the solve modes offered are the solver's, after the shot's own setting
+    solve_mode = next(s for s in job_type["settings"] if s["key"] == "solve_mode")
+    assert solve_mode["choices"] == ["scene", *SOLVE_MODES]
 
 
 def test_compile_job_bakes_once_then_renders_chunks_that_depend_on_the_bake(tmp_path):

@@ -32,6 +32,7 @@ import yaml
 from blender_scenes import evaluated_co, factory_scene, grid_cloth, save_shot, stacked_reference_run
 
 from selvedge.solver.io_pc2 import read_pc2
+from selvedge.solver.settings import SOLVE_MODES
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "farm" / "openjd" / "selvedge_bake_render.yaml"
@@ -190,6 +191,9 @@ def test_embedded_scripts_are_the_farm_scripts():
     assert doc["steps"][1]["dependencies"] == [{"dependsOn": "Bake"}]
     defaults = {p["name"]: p.get("default") for p in doc["parameterDefinitions"]}
     assert defaults["CacheFolder"].startswith("//") and defaults["RenderOutput"].startswith("//")
+    # the solve modes offered are the solver's, after the shot's own setting
+    modes = next(p for p in doc["parameterDefinitions"] if p["name"] == "SolveMode")["allowedValues"]
+    assert modes == ["scene", *SOLVE_MODES]
 
 
 def test_bake_and_render_two_shots_with_openjd_run(tmp_path, shots):
