@@ -27,7 +27,8 @@ from pathlib import Path
 
 #: Prefix of the machine-readable lines a worker prints (one JSON object after it).
 EVENT_PREFIX = "@selvedge "
-SOLVE_MODES = ("serial", "colored", "jacobi")
+#: The solver's ``SOLVE_MODES`` as a literal: the coordinator runs without Numba (a test checks they match).
+SOLVE_MODES = ("auto", "serial", "colored", "jacobi")
 #: Placeholder in ``--out`` replaced by the shot's name (the .blend file's stem).
 SHOT_FIELD = "{shot}"
 

@@ -26,6 +26,7 @@ from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacke
 import selvedge
 from selvedge import cli_core
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
+from selvedge.solver.settings import SOLVE_MODES
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "cli.py"
@@ -354,6 +355,8 @@ def test_arguments_after_a_double_dash_and_defaults():
         cli_core.parse_args(["a.blend", "--jobs", "0"])
     with pytest.raises(cli_core.UsageError, match="invalid choice"):
         cli_core.parse_args(["a.blend", "--mode", "fast"])
+    assert cli_core.SOLVE_MODES == SOLVE_MODES  # kept as a literal there, so checked here
+    assert cli_core.parse_args(["a.blend", "--mode", "auto"]).mode == "auto"
     args = cli_core.worker_args(cli_core.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend", "s")
     assert args[0] == "/s.blend"  # before --objects, which takes every name after it
     assert cli_core.parse_args(args).objects == ["A", "B"]
