@@ -95,6 +95,17 @@ _SOLVER_LOCK = threading.Lock()
 #: order in one piece: a level split into blocks costs three waits of the team (about what ~2000
 #: projections take on two threads) and delays its cut pairs to the end of its pass.
 STRETCH_LIMIT_BLOCK_MIN_PAIRS = 2000
+#: In the per-phase coloured path (a cloth with contacts, hooks, fields, sewing or pressure) a
+#: phase whose estimated work is below this (us) runs its blocks one after the other on the
+#: calling thread instead of in a parallel region: the same bits (blocks share no movable vertex),
+#: without the ~50-100 us of waking the team that a region between two Python calls costs
+#: (docs/design/solver.md, "Solve modes").
+PARALLEL_PHASE_MIN_US = 1000.0
+#: Estimated cost of one projection (ns) by constraint kind, and of one vertex's prediction or
+#: velocity update, for :data:`PARALLEL_PHASE_MIN_US` (docs/design/solver.md, "Where the serial
+#: speed comes from").
+PROJECTION_NS = {"distance": 25.0, "isometric": 30.0, "dihedral": 60.0, "soft_pin": 10.0}
+VERTEX_STEP_NS = 8.0
 
 
 class _FineSetup(NamedTuple):
@@ -972,6 +983,8 @@ class Cloth:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
+        if blocks is not None and self.x.shape[0] * VERTEX_STEP_NS < 1e3 * PARALLEL_PHASE_MIN_US:
+            blocks = None  # per vertex the same arithmetic in any order: one pass on this thread
         volume, sewing = self.volume, self.sewing
         levels = self._stretch_limit_levels()
         volume_params = volume.params() if volume is not None else None
@@ -1193,6 +1206,8 @@ class Cloth:
         ``keep_lambda``: store the multipliers (False for a pass whose multipliers no one reads).
         """
         mode = self.solve_mode
+        if mode == "colored" and c.count * PROJECTION_NS[c.kind] < 1e3 * PARALLEL_PHASE_MIN_US:
+            mode = "serial"  # the block-ordered set swept in one piece: blocks, then the cut (same bits)
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
         k = c.coefficients(h, w)
         if c.kind == "distance":

@@ -69,3 +69,26 @@ def test_auto_stays_within_millimetres_of_serial_and_stretches_as_little():
     gap = np.linalg.norm(out["auto"][0] - out["serial"][0], axis=1).max()
     assert gap < 5e-3
     assert out["auto"][1] == pytest.approx(out["serial"][1], abs=1e-3)
+
+
+def test_the_per_phase_coloured_path_gives_the_same_bits_in_or_out_of_parallel_regions(monkeypatch):
+    """A cloth with a contact handler takes the per-phase path; a phase below
+    ``PARALLEL_PHASE_MIN_US`` runs its blocks one after the other instead of in a parallel region.
+    Both must give the bits of the same block schedule: every phase in a parallel region (0) against
+    every phase on the calling thread (1e12)."""
+    import selvedge.solver.cloth as cloth_module
+    from selvedge.solver.collisions import Colliders, Sphere
+
+    def run(parallel_min_us):
+        monkeypatch.setattr(cloth_module, "PARALLEL_PHASE_MIN_US", parallel_min_us)
+        pos, faces, uv = grid_mesh(64, 64, 1.0, 1.0, origin=(-0.5, -0.5, 1.0))
+        ball = Colliders([Sphere(0.3, name="ball", position=(0.0, 0.0, 0.6))], cloth_thickness=0.004)
+        cloth = Cloth(pos, faces, uvs=uv, contact_handler=ball)
+        for _ in range(8):
+            cloth.step()
+        assert cloth.solve_mode == "colored" and cloth._fused is None
+        return cloth.positions.copy()
+
+    parallel, sequential = run(0.0), run(1e12)
+    assert parallel[:, 2].min() < 0.85  # it fell past the ball's top (0.9 m) and drapes over it
+    assert np.array_equal(parallel, sequential)
