@@ -64,6 +64,29 @@ def test_two_sheets_dropped_onto_a_sphere_never_cross():
     assert world.last_stats["vertex_triangle_active_max"] > 0
 
 
+def test_cloths_solved_side_by_side_give_the_bits_of_one_after_the_other(monkeypatch):
+    """The world runs its cloths' elastic sets on one thread each (``_elastic_pool``); each reads
+    and writes only its own rows, so the frame must be bit for bit the one of the cloths solved in
+    turn: two sheets with their own sewing-free sets, body and cloth-cloth contacts, crossing each
+    other's paths onto a sphere."""
+    import numba
+
+    def run(pooled):
+        if not pooled:
+            monkeypatch.setattr(CollisionWorld, "_elastic_pool", lambda self: None)
+        cloths = [_sphere_cloth(*_sheet(0.35)), _sphere_cloth(*_sheet(0.42, rot=0.4))]
+        world = CollisionWorld(cloths, [ClothCollision(layer=0), ClothCollision(layer=1)])
+        for _ in range(12):
+            world.step()
+        assert (world._elastic_pool() is not None) == (pooled and numba.threading_layer() in ("omp", "tbb"))
+        assert world.last_stats["vertex_triangle_active_max"] > 0  # the sheets touch
+        return world.x.copy()
+
+    pooled = run(True)
+    assert numba.threading_layer() in ("omp", "tbb")  # this machine's layer: the pooled path is what ran
+    assert np.array_equal(pooled, run(False))
+
+
 def test_sheet_dropped_on_a_sheet_resting_on_a_sphere_pushes_it_down():
     """Two-way: the lower sheet, resting on the sphere, is pressed down by the upper one landing
     on it (its mean height drops below the height it has alone at the same frame: measured up
