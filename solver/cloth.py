@@ -98,8 +98,8 @@ STRETCH_LIMIT_BLOCK_MIN_PAIRS = 2000
 #: In the per-phase coloured path (a cloth with contacts, hooks, fields, sewing or pressure) a
 #: phase whose estimated work is below this (us) runs its blocks one after the other on the
 #: calling thread instead of in a parallel region: the same bits (blocks share no movable vertex),
-#: without the ~50-100 us of waking the team that a region between two Python calls costs
-#: (docs/design/solver.md, "Solve modes").
+#: without waking the team, which a region between two Python calls costs (docs/design/solver.md,
+#: "Solve modes").
 PARALLEL_PHASE_MIN_US = 1000.0
 #: Estimated cost of one projection (ns) by constraint kind, and of one vertex's prediction or
 #: velocity update, for :data:`PARALLEL_PHASE_MIN_US` (docs/design/solver.md, "Where the serial
@@ -525,9 +525,8 @@ class Cloth:
         :class:`~.collisions.world.CollisionWorld`, where a coloured sweep more often keeps a
         cloth-cloth crossing that a serial one undoes (docs/design/cloth_contacts.md).
 
-        Why coloured: the blocks share the cores (64 x 64 sheet on two: 0.75-0.8 x the serial
-        mode's time), and a fixed block count gives the same bake on any machine
-        (docs/design/solver.md, "Solve modes")."""
+        Why coloured: the blocks share the cores, and a fixed block count gives the same bake on
+        any machine (docs/design/solver.md, "Solve modes", has the measurements)."""
         mode = self.settings.solve_mode
         if mode != "auto":
             return mode

@@ -363,10 +363,10 @@ class CollisionWorld:
         """Threads that run the cloths' elastic sets side by side (one a cloth), or None: the
         segment from "predicted" to the first "contacts" of each substep (coarse pass, constraint
         sets, sewing, pressure) reads and writes only its own cloth's rows, so the cloths run it
-        at once with the same bits (two 5k-vertex garments on two cores: 71 -> 61-66 ms a frame).
-        The other segments are short: run on threads too they cost more than they gave (64-72 ms).
-        Only under a thread-safe Numba threading layer (OpenMP, TBB; not the workqueue, which
-        aborts when two threads start parallel kernels), known once a parallel kernel has run."""
+        at once with the same bits. The other segments are short: on threads they cost more than
+        they gave (docs/design/cloth_contacts.md, "The cloths' elastic sets side by side"). Only
+        under a thread-safe Numba threading layer (OpenMP, TBB; not the workqueue, which aborts
+        when two threads start parallel kernels), known once a parallel kernel has run."""
         if len(self.cloths) < 2:
             return None
         try:
