@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numba
@@ -326,7 +326,9 @@ class CollisionWorld:
         last = None
         while True:
             if pool is not None and last == "predicted":  # the elastic sets: each cloth on a thread
-                tags = list(pool.map(_advance, phases))
+                futures = [pool.submit(_advance, p) for p in phases]
+                wait(futures)  # all done before any error is raised: no thread still writes a cloth
+                tags = [f.result() for f in futures]
             else:
                 tags = [next(p, None) for p in phases]
             last = tags[0]

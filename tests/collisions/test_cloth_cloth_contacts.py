@@ -87,6 +87,20 @@ def test_cloths_solved_side_by_side_give_the_bits_of_one_after_the_other(monkeyp
     assert np.array_equal(pooled, run(False))
 
 
+def test_an_error_in_a_cloths_elastic_sets_on_a_pool_thread_reaches_the_caller():
+    cloths = [_sphere_cloth(*_sheet(0.35)), _sphere_cloth(*_sheet(0.42, rot=0.4))]
+    world = CollisionWorld(cloths, [ClothCollision(layer=0), ClothCollision(layer=1)])
+    world.step()  # a parallel kernel has run: the threading layer is known, the pool in use
+    assert world._elastic_pool() is not None
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+
+    cloths[1]._project = broken
+    with pytest.raises(RuntimeError, match="a kernel failed"):
+        world.step()
+
+
 def test_sheet_dropped_on_a_sheet_resting_on_a_sphere_pushes_it_down():
     """Two-way: the lower sheet, resting on the sphere, is pressed down by the upper one landing
     on it (its mean height drops below the height it has alone at the same frame: measured up
