@@ -20,7 +20,8 @@ SOLVE_ITEMS = (
         "auto",
         "Auto",
         "Coloured Gauss-Seidel in up to 4 mesh blocks fixed by the mesh, sharing up to 4 cores: the same "
-        "bake on every machine. Serial for small cloths and for cloths that collide with each other or themselves",
+        "bake on every machine. Serial for small cloths, for cloths that collide with each other or themselves, "
+        "and where the blocks would not run in parallel",
     ),
     ("serial", "Serial", "Gauss-Seidel in one thread: deterministic, bit-identical bakes"),
     (

@@ -447,23 +447,34 @@ class Cloth:
             self._colored = (n_blocks, sets, vertex_order, vertex_offsets, part, blocked)
         return self._colored[:4]
 
+    def _one_region_frames(self) -> bool:
+        """Whether a coloured frame of this cloth can run as one parallel region (:mod:`.fused`):
+        no Python call between its phases (a contact handler, learned hooks or observers, force
+        fields, pressure, sewing, Stretch Projection) and a CPU with the time-stamp counter the
+        phase timings read."""
+        return bool(
+            self.fused_frames
+            and FUSED_SUPPORTED
+            and self.contact_handler is None
+            and self.acceleration_hook is None
+            and self.proposal_hook is None
+            and not self._observers
+            and not self.external_forces.active
+            and self.volume is None
+            and self.sewing is None
+            and not self.options.fine_projection
+        )
+
+    def _parallel_phases_pay(self) -> bool:
+        """Whether some constraint set's pass is long enough (:data:`PARALLEL_PHASE_MIN_US`) for the
+        per-phase coloured path to run it in a parallel region."""
+        return any(c.count * PROJECTION_NS[c.kind] >= 1e3 * PARALLEL_PHASE_MIN_US for c in self._sets_serial)
+
     def _fused_schedule(self) -> FusedSchedule | None:
         """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
-        take the per-phase path: another mode, a contact handler or a learned hook (Python calls
-        between the phases), or a CPU without the time-stamp counter the phase timings read."""
-        if (
-            self.solve_mode != "colored"
-            or not self.fused_frames
-            or not FUSED_SUPPORTED
-            or self.contact_handler is not None
-            or self.acceleration_hook is not None
-            or self.proposal_hook is not None
-            or self._observers
-            or self.external_forces.active
-            or self.volume is not None
-            or self.sewing is not None
-            or self.options.fine_projection
-        ):
+        take the per-phase path: another mode, or a frame with Python calls between its phases or
+        on a CPU without the time-stamp counter (:meth:`_one_region_frames`)."""
+        if self.solve_mode != "colored" or not self._one_region_frames():
             return None
         n_blocks, sets, vertex_order, vertex_offsets = self._colored_schedule()
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
@@ -520,17 +531,22 @@ class Cloth:
     @property
     def solve_mode(self) -> str:
         """The mode this cloth runs: ``settings.solve_mode`` with ``"auto"`` resolved. Auto is
-        ``"colored"`` in :attr:`auto_blocks` blocks for a cloth of at least two blocks' vertices
-        stepped on its own, and ``"serial"`` for a smaller one and in a
-        :class:`~.collisions.world.CollisionWorld`, where a coloured sweep more often keeps a
-        cloth-cloth crossing that a serial one undoes (docs/design/cloth_contacts.md).
+        ``"colored"`` in :attr:`auto_blocks` blocks for a cloth of at least two blocks' vertices,
+        stepped on its own, whose coloured frames run as one region or whose constraint sets are
+        long enough for parallel regions to pay (:meth:`_parallel_phases_pay`); otherwise
+        ``"serial"``: a small cloth, a cloth in a :class:`~.collisions.world.CollisionWorld`
+        (where a coloured sweep more often keeps a cloth-cloth crossing that a serial one undoes,
+        docs/design/cloth_contacts.md), and one whose blocks would all run in turn anyway (the same
+        time as serial, a little more stretch where the blocks cut the sweep).
 
         Why coloured: the blocks share the cores, and a fixed block count gives the same bake on
         any machine (docs/design/solver.md, "Solve modes", has the measurements)."""
         mode = self.settings.solve_mode
         if mode != "auto":
             return mode
-        return "serial" if self.in_world or self.auto_blocks < 2 else "colored"
+        if self.in_world or self.auto_blocks < 2:
+            return "serial"
+        return "colored" if self._one_region_frames() or self._parallel_phases_pay() else "serial"
 
     @property
     def auto_blocks(self) -> int:

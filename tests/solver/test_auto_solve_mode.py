@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
+from selvedge.solver.collisions import Colliders, Sphere
 from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
 from selvedge.solver.settings import AUTO_BLOCK_MIN_VERTICES, AUTO_BLOCKS
 
@@ -35,6 +36,12 @@ def test_auto_blocks_follow_the_mesh_and_a_world_runs_serial():
     a, b = _sheet(64), _sheet(64)
     CollisionWorld([a, b], [ClothCollision(), ClothCollision()])
     assert (a.solve_mode, b.solve_mode) == ("serial", "serial")
+    # a contact handler keeps a frame on the per-phase path: coloured only where a set's pass is long
+    # enough for a parallel region (64 x 64: ~0.3 ms a pass, its blocks would all run in turn)
+    for n, mode in ((64, "serial"), (128, "colored")):
+        pos, faces, uv = grid_mesh(n, n, 1.0, 1.0, origin=(-0.5, -0.5, 1.0))
+        cloth = Cloth(pos, faces, uvs=uv, contact_handler=Colliders([Sphere(0.3, name="ball")], cloth_thickness=0.004))
+        assert cloth.solve_mode == mode, n
 
 
 def test_an_auto_bake_has_the_same_bits_on_one_thread_and_on_two():
@@ -77,13 +84,14 @@ def test_the_per_phase_coloured_path_gives_the_same_bits_in_or_out_of_parallel_r
     Both must give the bits of the same block schedule: every phase in a parallel region (0) against
     every phase on the calling thread (1e12)."""
     import selvedge.solver.cloth as cloth_module
-    from selvedge.solver.collisions import Colliders, Sphere
 
     def run(parallel_min_us):
         monkeypatch.setattr(cloth_module, "PARALLEL_PHASE_MIN_US", parallel_min_us)
         pos, faces, uv = grid_mesh(64, 64, 1.0, 1.0, origin=(-0.5, -0.5, 1.0))
         ball = Colliders([Sphere(0.3, name="ball", position=(0.0, 0.0, 0.6))], cloth_thickness=0.004)
-        cloth = Cloth(pos, faces, uvs=uv, contact_handler=ball)
+        cloth = Cloth(
+            pos, faces, uvs=uv, contact_handler=ball, settings=SolverSettings(solve_mode="colored", threads=4)
+        )
         for _ in range(8):
             cloth.step()
         assert cloth.solve_mode == "colored" and cloth._fused is None
