@@ -108,6 +108,12 @@ PROJECTION_NS = {"distance": 25.0, "isometric": 30.0, "dihedral": 60.0, "soft_pi
 VERTEX_STEP_NS = 8.0
 
 
+def _region_pays(work_ns: float) -> bool:
+    """Whether a phase of ``work_ns`` estimated work is worth a parallel region in the per-phase
+    coloured path (:data:`PARALLEL_PHASE_MIN_US`)."""
+    return work_ns >= 1e3 * PARALLEL_PHASE_MIN_US
+
+
 class _FineSetup(NamedTuple):
     """:meth:`Cloth._fine_projection`'s arrays, kept while ``key`` (the limits' inputs) holds."""
 
@@ -468,7 +474,7 @@ class Cloth:
     def _parallel_phases_pay(self) -> bool:
         """Whether some constraint set's pass is long enough (:data:`PARALLEL_PHASE_MIN_US`) for the
         per-phase coloured path to run it in a parallel region."""
-        return any(c.count * PROJECTION_NS[c.kind] >= 1e3 * PARALLEL_PHASE_MIN_US for c in self._sets_serial)
+        return any(_region_pays(c.count * PROJECTION_NS[c.kind]) for c in self._sets_serial)
 
     def _fused_schedule(self) -> FusedSchedule | None:
         """The one-region schedule of a coloured frame (:mod:`.fused`), or None where a frame must
@@ -998,7 +1004,7 @@ class Cloth:
             run_colored_frame(self, fused, h, gravity, wind, kinematic_end, soft_end, timings)
             return
         blocks = self._vertex_blocks()
-        if blocks is not None and self.x.shape[0] * VERTEX_STEP_NS < 1e3 * PARALLEL_PHASE_MIN_US:
+        if blocks is not None and not _region_pays(self.x.shape[0] * VERTEX_STEP_NS):
             blocks = None  # per vertex the same arithmetic in any order: one pass on this thread
         volume, sewing = self.volume, self.sewing
         levels = self._stretch_limit_levels()
@@ -1221,7 +1227,7 @@ class Cloth:
         ``keep_lambda``: store the multipliers (False for a pass whose multipliers no one reads).
         """
         mode = self.solve_mode
-        if mode == "colored" and c.count * PROJECTION_NS[c.kind] < 1e3 * PARALLEL_PHASE_MIN_US:
+        if mode == "colored" and not _region_pays(c.count * PROJECTION_NS[c.kind]):
             mode = "serial"  # the block-ordered set swept in one piece: blocks, then the cut (same bits)
         x, x0, w, p = self.x, self._x_substep_start, self.inv_mass, c.params
         k = c.coefficients(h, w)

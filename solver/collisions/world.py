@@ -162,6 +162,7 @@ class CollisionWorld:
         self.x_start = np.empty((n, 3))
         #: the cloths' ``contact_push`` rows (views): where the contacts pushed each vertex last substep
         self.contact_push = np.zeros((n, 3))
+        self._pool: ThreadPoolExecutor | None = None  # built on the first frame that can use it (_elastic_pool)
         for k, c in enumerate(self.cloths):
             o, e = self.offsets[k], self.offsets[k + 1]
             self.x[o:e] = c.x
@@ -377,7 +378,7 @@ class CollisionWorld:
             return None
         if layer not in ("omp", "tbb"):
             return None
-        if getattr(self, "_pool", None) is None:
+        if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=len(self.cloths))
         return self._pool
 
