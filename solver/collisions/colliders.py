@@ -189,6 +189,10 @@ class Colliders(ContactHandler):
         self._cand_hit = np.zeros(0, dtype=np.bool_)
         self._cand_res = np.zeros((0, 9))
         self._n_cand = 0
+        self._budget = np.zeros(0)
+        self._listed = np.zeros((0, 0), dtype=np.bool_)
+        self._budget_origin = np.zeros((0, 3))
+        self._analytic_frame = (0.0, 0.0)
         self._alloc_contacts(0)
         self._n_contacts = 0
         self._t_frame = 0.0
@@ -270,6 +274,13 @@ class Colliders(ContactHandler):
             self._cand_res = np.zeros((n * k, 9))
         self._n_cand = 0
         if k:
+            # each vertex's budget sphere (centre, radius) and its listed pairs, for the requery of a
+            # vertex the solve carries out of it (analytic.analytic_requery, in begin_substep)
+            self._budget_origin = x.copy()
+            if self._budget.shape[0] != n or self._listed.shape != (n, k):
+                self._budget = np.empty(n)
+                self._listed = np.empty((n, k), dtype=np.bool_)
+            self._analytic_frame = (frame_dt, margin)
             self._n_cand = analytic.analytic_broad_phase(
                 x,
                 v,
@@ -287,6 +298,8 @@ class Colliders(ContactHandler):
                 self.bound,
                 self._cand_vertex,
                 self._cand_proxy,
+                self._budget,
+                self._listed,
             )
         mesh_cand = 0
         if self.meshes:
@@ -324,6 +337,7 @@ class Colliders(ContactHandler):
             "candidates_mesh": mesh_cand,
             "mesh_lists_rebuilt": sum(m.rebuilt for m in self.meshes),
             "mesh_lists_requeried": 0,
+            "analytic_requeried": 0,
             "mesh_scans_skipped": 0,
             "mesh_scans_cached": 0,
             "mesh_scans_certified": 0,
@@ -413,6 +427,31 @@ class Colliders(ContactHandler):
     def begin_substep(self, x_substep_start, x_predicted, t_start, t_end, h):
         inv_mass = self._inv_mass_for(x_predicted)
         count = 0
+        if self.kind.shape[0]:
+            frame_dt, margin = self._analytic_frame
+            self._n_cand, requeried = analytic.analytic_requery(
+                x_substep_start,
+                x_predicted,
+                inv_mass,
+                self._budget_origin,
+                self._budget,
+                self._listed,
+                h,
+                (1.0 - t_end) * frame_dt,
+                margin,
+                self.cloth_thickness,
+                self.kind,
+                self.pos0,
+                self.rot0,
+                self.pos1,
+                self.rot1,
+                self.skin,
+                self.bound,
+                self._cand_vertex,
+                self._cand_proxy,
+                self._n_cand,
+            )
+            self._stats["analytic_requeried"] += requeried
         if self._n_cand:
             if self._has_shapes:
                 count = analytic.analytic_narrow_phase(
