@@ -254,6 +254,12 @@ class Cloth:
             if c.kind == "distance":
                 c.params["rest_length_unshrunk"] = c.params["rest_length"].copy()
         self._edge_rest_unshrunk = self.edge_rest_length.copy()
+        #: each mesh edge's stretch limit by its grain: a frame's stretch beyond it decides whether
+        #: the frame is run again with more substeps (``SolverSettings.stretch_refinements``)
+        self._edge_stretch_limit = self._grain_stretch_limits()[self.edge_grain]
+        #: a shrunk edge's rest length over the longer of it and its unshrunk one (None: no shrink):
+        #: the refinement measures a shrinking cloth against its unshrunk size (see _needs_refinement)
+        self._refine_length_scale: np.ndarray | None = None
         #: mesh edges (``topology.edges`` order) with an end at most two edges from a hard pin (its 2-ring)
         self._pin_ring_edges = np.zeros(self.topology.edges.shape[0], dtype=bool)
         if self.kinematic_index.size:
@@ -368,19 +374,28 @@ class Cloth:
         Links count as warp or weft within :data:`LINK_GRAIN_TOLERANCE_DEG` of the thread only:
         a link a few cells long at 18 deg (3 cells by 1) stretches when the cloth shears.
         """
-        m = self.material
-        per_grain = np.empty(3)
-        per_grain[WARP] = m.stretch_limit
-        per_grain[WEFT] = m.stretch_limit * m.stretch_compliance_weft / m.stretch_compliance_warp
-        per_grain[BIAS] = (
-            m.stretch_limit * m.stretch_compliance_bias / m.stretch_compliance_warp if self.options.shear else np.inf
-        )
+        per_grain = self._grain_stretch_limits()
         vertex_uvs = None if uv is None else vertex_uv(self.topology, uv)
 
         def limits(pairs):
             return per_grain[classify_grain(rest, self.topology, pairs, vertex_uvs, LINK_GRAIN_TOLERANCE_DEG)]
 
         return limits
+
+    def _grain_stretch_limits(self) -> np.ndarray:
+        """The stretch limit of the warp, weft and bias (indexed by grain; see :meth:`_link_limits`)."""
+        m = self.material
+
+        def scaled(compliance):  # the same tension: the limit scales with the compliance
+            if m.stretch_compliance_warp > 0.0:
+                return m.stretch_limit * compliance / m.stretch_compliance_warp
+            return m.stretch_limit if compliance == 0.0 else np.inf  # a rigid warp
+
+        per_grain = np.empty(3)
+        per_grain[WARP] = m.stretch_limit
+        per_grain[WEFT] = scaled(m.stretch_compliance_weft)
+        per_grain[BIAS] = scaled(m.stretch_compliance_bias) if self.options.shear else np.inf
+        return per_grain
 
     # ------------------------------------------------------------------------------------------
     @staticmethod
@@ -685,6 +700,9 @@ class Cloth:
             self._fused._rows_h = float("nan")
         base = self._edge_rest_unshrunk
         self.edge_rest_length[:] = base if shrink.is_identity else base * shrink.pair_scale(self.topology.edges, n)
+        self._refine_length_scale = (
+            None if shrink.is_identity else self.edge_rest_length / np.maximum(self.edge_rest_length, base)
+        )
         for k, (hz, unshrunk, _) in enumerate(self._ml_limits):
             target = unshrunk if shrink.is_identity else unshrunk * shrink.pair_scale(hz.edges, n)
             self._ml_limits[k] = (hz, unshrunk, target)
@@ -868,13 +886,35 @@ class Cloth:
 
     def _step_locked(self, pin_targets, frame_dt):
         state = self._begin_step(pin_targets, frame_dt)
-        for _ in self._frame_phases(state.frame_dt, state.kinematic_end, state.soft_end, state.timings, False):
-            pass  # a lone cloth has nothing to do at the sync points (see CollisionWorld)
-        failure = self._frame_failure(state)
-        if failure is not None:
-            self._roll_back(state)
-            raise SimulationError(failure)
-        return self._commit_step(state)
+        while True:
+            phases = self._frame_phases(
+                state.frame_dt, state.kinematic_end, state.soft_end, state.timings, False, state.substep_scale
+            )
+            for _ in phases:
+                pass  # a lone cloth has nothing to do at the sync points (see CollisionWorld)
+            failure = self._frame_failure(state)
+            if failure is not None:
+                self._roll_back(state)
+                raise SimulationError(failure)
+            if not self._needs_refinement(state):
+                return self._commit_step(state)
+            self._roll_back(state)  # stretched: the frame again, twice the substeps
+            state.substep_scale *= 2
+
+    def _needs_refinement(self, state: _StepState) -> bool:
+        """Whether the frame just run ends stretched past ``SolverSettings.refine_stretch_above``
+        (the 95th percentile of the edges' strain beyond their grain's stretch limit, which it
+        stores in ``state.stretch_over_limit_p95`` for the diagnostics) with a refinement left
+        (``stretch_refinements``). A shrunk edge's strain is taken against the longer of its shrunk
+        and unshrunk rest lengths."""
+        s = self.settings
+        strain = state.strain
+        if self._refine_length_scale is not None:
+            # a shrinking cloth is stretched against its shrunk lengths until it has contracted,
+            # which is the shrink at work, not an impact: the longer length decides
+            strain = (1.0 + strain) * self._refine_length_scale - 1.0
+        state.stretch_over_limit_p95 = p95(strain - self._edge_stretch_limit)
+        return state.substep_scale < 2**s.stretch_refinements and state.stretch_over_limit_p95 > s.refine_stretch_above
 
     def _roll_back(self, state: _StepState) -> None:
         """Back to the frame start: positions, velocities and the contact pushes the coarse pass reads."""
@@ -942,7 +982,7 @@ class Cloth:
         self.time_s += state.frame_dt
         state.timings["total"] = time.perf_counter() - state.t_frame
         t0 = time.perf_counter()
-        diag = self._diagnostics(state.frame_dt / (self.settings.substeps * state.substep_scale), state.strain)
+        diag = self._diagnostics(state.frame_dt / (self.settings.substeps * state.substep_scale), state)
         state.timings["diagnostics"] = time.perf_counter() - t0
         diag.timings_ms = {k: 1e3 * v for k, v in state.timings.items()}
         self.history.append(diag)
@@ -1286,7 +1326,8 @@ class Cloth:
         edge_strain(self.x, self.topology.edges, self.edge_rest_length, out)
         return out
 
-    def _diagnostics(self, h: float, strain: np.ndarray) -> FrameDiagnostics:
+    def _diagnostics(self, h: float, state: _StepState) -> FrameDiagnostics:
+        strain = state.strain
         diag = FrameDiagnostics(frame=self.frame)
         for c, (c_abs, res) in zip(self.constraint_sets, self.constraint_errors(h).values()):
             diag.constraints[c.name] = ConstraintStats.from_arrays(c_abs, res, c.lam)
@@ -1300,6 +1341,9 @@ class Cloth:
             diag.strain_max_outside_pin_rings = float(outside.max())
             diag.strain_p95_outside_pin_rings = p95(outside)
         diag.stretch_limit_active = int(self.stretch_limit_active)
+        diag.substeps = int(round(self.settings.substeps * state.substep_scale))
+        diag.substep_scale = int(state.substep_scale)
+        diag.stretch_over_limit_p95 = state.stretch_over_limit_p95
         diag.kinetic_energy_j, diag.gravitational_energy_j = energies(
             self.x, self.v, self.mass, self.inv_mass, np.asarray(self.settings.gravity_m_s2, dtype=np.float64)
         )
@@ -1325,6 +1369,10 @@ class _StepState:
     #: the contact pushes at the frame start (restored with the snapshot)
     contact_push: np.ndarray | None = None
     strain: np.ndarray | None = None
-    #: the frame runs ``settings.substeps * substep_scale`` substeps (a collision world's retry of a
-    #: frame that left new crossings, :class:`.collisions.world.CollisionWorld`)
+    #: the frame runs ``settings.substeps * substep_scale`` substeps (a retry of a frame that ended
+    #: stretched, ``SolverSettings.stretch_refinements``, or in a collision world left new crossings,
+    #: :class:`.collisions.world.CollisionWorld`)
     substep_scale: int = 1
+    #: the 95th percentile of the edges' strain beyond their stretch limit at the frame's end
+    #: (:meth:`Cloth._needs_refinement`)
+    stretch_over_limit_p95: float = 0.0

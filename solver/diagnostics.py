@@ -139,6 +139,14 @@ class FrameDiagnostics:
     strain_p95_outside_pin_rings: float = 0.0
     #: Coarse spans the hierarchical stretch limit (:mod:`.multilevel`) projected in the frame's last pass.
     stretch_limit_active: int = 0
+    #: Substeps the frame ran: ``SolverSettings.substeps`` x ``substep_scale``, which is 2 or 4 when
+    #: the frame was run again because it ended stretched (``stretch_refinements``) or, in a
+    #: collision world, crossed (``crossing_refinements``).
+    substeps: int = 0
+    substep_scale: int = 1
+    #: 95th percentile over the mesh edges of the strain beyond each edge's stretch limit (its
+    #: grain's): what ``SolverSettings.refine_stretch_above`` is compared with.
+    stretch_over_limit_p95: float = 0.0
     kinetic_energy_j: float = 0.0
     gravitational_energy_j: float = 0.0
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -139,7 +139,9 @@ class StepObserver:
     """
 
     def begin_frame(self, state: FrameState) -> None:
-        """Before the frame's first substep (and again before a failed frame's replay)."""
+        """Before the frame's first substep (and again before a failed frame's replay, or before a
+        frame run again with more substeps: ``SolverSettings.stretch_refinements``, a collision
+        world's ``crossing_refinements``)."""
 
     def substep_acceleration(self, state: SubstepState) -> np.ndarray | None:
         """An (N,3) acceleration in m/s^2 added to gravity in this substep's prediction (architecture B,

@@ -16,8 +16,10 @@ A frame::
                                                ``contact_rounds`` times (the body last)
         velocities, friction
     every cloth checked; one failure rolls every cloth back
-    crossings counted: more than at the frame start -> every cloth (and the candidate lists) back
-        to the frame start, the frame again at twice the substeps (``crossing_refinements`` times)
+    crossings counted: more than at the frame start, or a cloth stretched past its
+        ``refine_stretch_above`` -> every cloth (and the candidate lists) back to the frame start,
+        the frame again at twice the substeps (``crossing_refinements`` / each cloth's
+        ``stretch_refinements`` times)
     every cloth commits
 
 The candidate lists and their windows of substeps: :mod:`.candidate_lists`.
@@ -95,7 +97,8 @@ class CollisionWorld:
     with is rolled back and run again with twice the substeps, up to this many times (2: at most 4x
     the substeps; 0 = off). Turning it on counts the crossings at every frame end. The cause it
     answers: a fast fold at too few substeps (docs/design/cloth_contacts.md, "Crossings on the
-    garment"), paid for only in the frames that fold.
+    garment"), paid for only in the frames that fold. A cloth whose ``SolverSettings`` ask for it
+    (``stretch_refinements``) also sends the world's frame back when it ends stretched.
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
@@ -417,7 +420,8 @@ class CollisionWorld:
         t_frame = time.perf_counter()
         if self.crossing_refinements and self._crossings is None:
             self._crossings = self._count_crossings()  # the first frame's start
-        lists_start = self.lists.snapshot() if self.crossing_refinements else None
+        refines = self.crossing_refinements or any(c.settings.stretch_refinements for c in self.cloths)
+        lists_start = self.lists.snapshot() if refines else None
         scale, crossings = 1, 0
         while True:
             self._run_frame(states, scale)
@@ -435,9 +439,11 @@ class CollisionWorld:
             if self.count_intersections:
                 crossings = self._count_crossings()
                 self.last_stats["intersections"] = crossings
-            if scale >= 2**self.crossing_refinements or crossings <= (self._crossings or 0):
+            crossed = scale < 2**self.crossing_refinements and crossings > (self._crossings or 0)
+            stretched = [c._needs_refinement(s) for c, s in zip(self.cloths, states)]  # (each sets its P95)
+            if not (crossed or any(stretched)):
                 break
-            for c, s in zip(self.cloths, states):  # new crossings: the frame again, twice the substeps
+            for c, s in zip(self.cloths, states):  # new crossings or a stretched cloth: again, twice the substeps
                 c._roll_back(s)
             self.lists.restore(lists_start)
             lists_start = self.lists.snapshot()
