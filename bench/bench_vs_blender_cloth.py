@@ -443,6 +443,8 @@ def garment_scene(grid: int, size: float, frames: int):
 
 #: per-object Selvedge settings the command line changes from their defaults (``--stretch-projection``)
 SELVEDGE_OBJECT_SETTINGS: dict = {}
+#: per-scene Selvedge settings the command line changes from their defaults (``--stretch-refinements``)
+SELVEDGE_SCENE_SETTINGS: dict = {}
 
 
 def selvedge_garment_scene(
@@ -460,6 +462,8 @@ def selvedge_garment_scene(
     scene.selvedge.solve_mode = solve_mode
     if substeps:
         scene.selvedge.substeps = substeps
+    for name, value in SELVEDGE_SCENE_SETTINGS.items():
+        setattr(scene.selvedge, name, value)
     return obj, body
 
 
@@ -479,6 +483,8 @@ def selvedge_scene(
     scene.selvedge.solve_mode = solve_mode
     if substeps:
         scene.selvedge.substeps = substeps
+    for name, value in SELVEDGE_SCENE_SETTINGS.items():
+        setattr(scene.selvedge, name, value)
     return obj
 
 
@@ -539,7 +545,11 @@ def run_selvedge(
             "self_collision": s.use_self_collision,
             "stretch_projection_steps": s.stretch_projection_steps,
             "compression_limit": s.use_compression_limit,
+            "stretch_refinements": sc.stretch_refinements,
         }
+        history = job.sim.runs[0].cloth.history
+        result["frames_refined"] = sum(d.substep_scale > 1 for d in history)
+        result["substeps_mean"] = statistics.fmean(d.substeps for d in history)
         if garment:
             b = body.selvedge
             result["settings"]["collider"] = {
@@ -578,8 +588,16 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--limit-compression", action="store_true", help="with --stretch-projection: Selvedge's Limit Compression"
     )
+    parser.add_argument(
+        "--stretch-refinements",
+        type=int,
+        default=0,
+        help="Selvedge's Stretch Refinements: a stretched frame run again with 2x, 4x... the substeps (default 0: off)",
+    )
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.stretch_refinements:
+        SELVEDGE_SCENE_SETTINGS["stretch_refinements"] = args.stretch_refinements
     if args.stretch_projection:
         SELVEDGE_OBJECT_SETTINGS["stretch_projection_steps"] = args.stretch_projection
         SELVEDGE_OBJECT_SETTINGS["use_compression_limit"] = args.limit_compression
@@ -681,6 +699,11 @@ def write_docs(lines: list[dict], summaries: list[dict], argv) -> None:
             + (
                 f", stretch projection {settings['stretch_projection_steps']}"
                 if settings.get("stretch_projection_steps")
+                else ""
+            )
+            + (
+                f", stretch refinements {settings['stretch_refinements']} ({line['frames_refined']} frames run again)"
+                if settings.get("stretch_refinements")
                 else ""
             )
             if line["solver"] == "selvedge"

@@ -57,6 +57,24 @@ class SelvedgeSceneSettings(PropertyGroup):
     solve_mode: EnumProperty(
         name="Solve Mode", description="How constraints are solved", items=SOLVE_ITEMS, default="auto"
     )
+    stretch_refinements: IntProperty(
+        name="Stretch Refinements",
+        description="A frame that ends stretched past Refine Above is run again with twice the substeps, "
+        "up to this many times (0: off): a hard landing on a body stretches far less, paid for only in "
+        "those frames",
+        default=0,
+        min=0,
+        max=4,
+    )
+    refine_stretch_above: FloatProperty(
+        name="Refine Above",
+        description="Stretch beyond the fabric's limit (95th percentile over the edges, in %) that sends "
+        "a frame back for more substeps",
+        default=5.0,
+        min=0.0,
+        soft_max=20.0,
+        subtype="PERCENTAGE",
+    )
     network_mode: EnumProperty(
         name="Learned Network",
         description="How the learned network assists the solver",

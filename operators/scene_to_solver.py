@@ -73,6 +73,8 @@ SCENE_KEYS = (
     "iterations",
     "force_updates_per_frame",
     "solve_mode",
+    "stretch_refinements",
+    "refine_stretch_above",
     "network_mode",
     "layer_mass_scale",
     "use_scene_frame_range",
@@ -250,6 +252,8 @@ def solver_settings_from_scene(scene_settings, fps: float):
         iterations=int(scene_settings.iterations),
         force_updates_per_frame=int(scene_settings.force_updates_per_frame),
         solve_mode=str(scene_settings.solve_mode),
+        stretch_refinements=int(scene_settings.stretch_refinements),
+        refine_stretch_above=0.01 * float(scene_settings.refine_stretch_above),  # the property is in %
         fps=float(fps),
     )
 

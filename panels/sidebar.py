@@ -228,6 +228,11 @@ class SELVEDGE_PT_scene(_SelvedgePanel, Panel):
         col.prop(s, "iterations")
         col.prop(s, "force_updates_per_frame")
         layout.prop(s, "solve_mode")
+        col = layout.column(align=True)
+        col.prop(s, "stretch_refinements")
+        sub = col.row()
+        sub.active = s.stretch_refinements > 0
+        sub.prop(s, "refine_stretch_above")
         layout.prop(s, "use_scene_frame_range")
         if not s.use_scene_frame_range:
             col = layout.column(align=True)
@@ -307,8 +312,8 @@ class SELVEDGE_PT_diagnostics(_SelvedgePanel, Panel):
                 text=f"Crossing triangle pairs: {stats['intersections']} (most in a frame {stats['intersections_max']})",
                 icon="ERROR" if stats["intersections_max"] else "CHECKMARK",
             )
-            if stats.get("frames_refined"):
-                col.label(text=f"Frames run again with more substeps: {stats['frames_refined']}")
+        if stats.get("frames_refined"):
+            col.label(text=f"Frames run again with more substeps: {stats['frames_refined']}")
 
 
 CLASSES = (

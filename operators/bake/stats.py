@@ -13,12 +13,12 @@ _STATS_CACHE: dict = {}
 def last_bake_stats(obj) -> dict | None:
     """Summary of the object's last cache bake from its sidecar (cached by path and mtime; for the panel).
 
-    ``{"frames", "frame_start", "frame_end", "strain_max", "strain_p95", "ms_per_frame"}`` where
-    strain and time are those of the last frame; None when there is no readable sidecar. A cloth
-    baked in a collision world adds ``cloth_cloth_contacts`` and ``self_contacts`` (pairs that
+    ``{"frames", "frame_start", "frame_end", "strain_max", "strain_p95", "ms_per_frame", "frames_refined"}``
+    where strain and time are those of the last frame and ``frames_refined`` counts the frames run
+    again with more substeps (stretched past the scene's Refine Above, or crossed in a collision
+    world); None when there is no readable sidecar. A cloth baked in a collision world adds ``cloth_cloth_contacts`` and ``self_contacts`` (pairs that
     pushed in one substep, the most over the last frame) and ``intersections`` (crossing triangle
-    pairs of the world's cloths: at the last frame, and ``intersections_max`` over all frames) and
-    ``frames_refined`` (frames the world ran again with more substeps because they crossed).
+    pairs of the world's cloths: at the last frame, and ``intersections_max`` over all frames).
     """
     stored = obj.selvedge.bake_sidecar_file
     if not stored:
@@ -42,6 +42,9 @@ def last_bake_stats(obj) -> dict | None:
                 "strain_max": last.get("strain_max", 0.0),
                 "strain_p95": last.get("strain_p95", 0.0),
                 "ms_per_frame": last.get("timings_ms", {}).get("total", 0.0),
+                # frames run again with more substeps: stretched (Stretch Refinements) or, in a
+                # collision world, crossed
+                "frames_refined": sum(f.get("substep_scale", 1) > 1 for f in frames),
             }
             contacts = last.get("contacts", {})
             if "cloth_intersections" in contacts:
@@ -49,7 +52,6 @@ def last_bake_stats(obj) -> dict | None:
                 stats["self_contacts"] = contacts.get("self_pushing_pairs_max", 0)
                 stats["intersections"] = contacts["cloth_intersections"]
                 stats["intersections_max"] = max(f.get("contacts", {}).get("cloth_intersections", 0) for f in frames)
-                stats["frames_refined"] = sum(f.get("contacts", {}).get("cloth_substep_scale", 1) > 1 for f in frames)
             _STATS_CACHE.clear()
             _STATS_CACHE[key] = stats
         except (OSError, ValueError, KeyError):

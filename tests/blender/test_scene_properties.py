@@ -125,6 +125,13 @@ def test_object_and_scene_settings_reach_the_solver():
     settings = s2s.solver_settings_from_scene(scene.selvedge, scene.render.fps / scene.render.fps_base)
     assert (settings.substeps, settings.iterations, settings.solve_mode) == (7, 3, "jacobi")
     assert settings.fps == pytest.approx(30 / 1.001, rel=1e-7)
+    # stretched frames run again: off by default, as in the solver; Refine Above is a percentage
+    assert (default.stretch_refinements, default.refine_stretch_above) == (0, pytest.approx(0.05, rel=1e-6))
+    assert solver.SolverSettings().stretch_refinements == 0
+    assert solver.SolverSettings().refine_stretch_above == pytest.approx(0.05, rel=1e-6)
+    scene.selvedge.stretch_refinements, scene.selvedge.refine_stretch_above = 3, 8.0
+    settings = s2s.solver_settings_from_scene(scene.selvedge, 24.0)
+    assert (settings.stretch_refinements, settings.refine_stretch_above) == (3, pytest.approx(0.08, rel=1e-6))
     assert scene.selvedge.cache_folder == "//selvedge_cache"
 
 
