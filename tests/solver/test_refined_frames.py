@@ -122,6 +122,48 @@ def test_a_hanging_sheet_is_never_refined(material):
     assert np.array_equal(cloth.positions, plain.positions)
 
 
+def test_a_cloth_its_pins_pull_longer_is_refined_once_and_auto_mode_keeps_the_bits():
+    """Two corners of a 1 m cotton sheet (48 x 48 quads, the auto mode: coloured blocks, the fused
+    frame at 10 substeps and the per-phase path at 20) pulled 4 cm apart a frame: the stretch is
+    imposed, and a doubling of the substeps does not cut it (measured 1.14-1.38 x per doubling),
+    so the frame stops at 2 x instead of paying for 4 x; each frame equals the frame stepped with
+    its substeps from the start, bit for bit."""
+    pos, faces, uv = grid_mesh(48, 48, 1.0, 1.0, origin=(-0.5, -0.5, 1.0), quads=True)
+    pins = np.zeros(len(pos))
+    corners = [int(np.argmin(pos[:, 0] - pos[:, 1])), int(np.argmax(pos[:, 0] + pos[:, 1]))]
+    pins[corners] = 1.0
+
+    def sheet(refinements):
+        settings = SolverSettings(stretch_refinements=refinements)
+        return Cloth(pos, faces, uvs=uv, pin_weights=pins, material=preset("cotton"), settings=settings)
+
+    def targets(frame):
+        t = pos[corners].copy()
+        apart = 0.04 * min(max(frame - 3, 0), 3)
+        t[0, 0] -= apart
+        t[1, 0] += apart
+        return t
+
+    cloth, reference = sheet(2), sheet(0)
+    assert cloth.solve_mode == "colored" and cloth._one_region_frames()
+    schedule, p95s = [], []
+    for f in range(7):
+        d = cloth.step(pin_targets=targets(f))
+        schedule.append(d.substeps)
+        p95s.append(d.stretch_over_limit_p95)
+        reference.settings.substeps = d.substeps
+        reference.step(pin_targets=targets(f))
+        assert np.array_equal(cloth.positions, reference.positions)
+    assert schedule[:4] == [10] * 4 and max(schedule) == 20, schedule
+    # the doubling did not cut the stretch: the same frame at 10 substeps stretched no more
+    for f in (k for k, n in enumerate(schedule) if n == 20):
+        replay = sheet(0)
+        for k in range(f + 1):
+            replay.settings.substeps = schedule[k] if k < f else 10
+            coarse = replay.step(pin_targets=targets(k))
+        assert p95s[f] > 0.95 * coarse.stretch_over_limit_p95 > 0.05
+
+
 def test_a_shrinking_cloth_is_not_refined_by_its_own_shrink():
     """A cotton sheet hanging from one point, shrunk to 0.9 at once: until it has contracted its
     edges are stretched against their shrunk lengths by about the shrink (11 %), which is the
