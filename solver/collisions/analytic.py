@@ -7,6 +7,7 @@ local to world; the transform is interpolated inside the frame (lerp position, s
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -229,14 +230,41 @@ def _local_to_world(px, py, pz, qw, qx, qy, qz, l0, l1, l2):
 # ----------------------------------------------------------------------------------------------
 # Analytic broad phase (per frame) and narrow phase (per substep).
 # ----------------------------------------------------------------------------------------------
+class ProxySweep(NamedTuple):
+    """The analytic proxies over one frame, for the candidate searches: each proxy's kind and
+    dimensions, its pose at the frame's start and end (``pos0``/``rot0``, ``pos1``/``rot1``), its
+    skin (the collider's thickness, m) and its bounding radius (m)."""
+
+    kind: np.ndarray
+    dims: np.ndarray
+    pos0: np.ndarray
+    rot0: np.ndarray
+    pos1: np.ndarray
+    rot1: np.ndarray
+    skin: np.ndarray
+    bound_radius: np.ndarray
+
+
+class CandidatePairs(NamedTuple):
+    """The frame's vertex-proxy candidate rows (``vertex``, ``proxy``), and per vertex the sphere its
+    pairs were listed for (``origin``, radius ``budget``, m) and which proxies are listed
+    (``listed[i, k]``)."""
+
+    vertex: np.ndarray
+    proxy: np.ndarray
+    origin: np.ndarray
+    budget: np.ndarray
+    listed: np.ndarray
+
+
 @njit(inline="always", **_JIT)
-def _may_touch(x, i, travel, k, kind, poses, pos0, pos1, cloth_thickness, skin, bound_radius):
+def _may_touch(x, i, travel, k, proxies, poses, cloth_thickness):
     """Whether vertex i, moving at most ``travel`` from ``x[i]`` this frame, may come within
     contact reach of proxy k: a finite proxy sweeps its bounding sphere along the segment of its
     centre, an infinite plane is tested by its signed distance at the frame start, middle and end
     (``poses``)."""
-    reach = travel + cloth_thickness + skin[k]
-    if kind[k] == PLANE:
+    reach = travel + cloth_thickness + proxies.skin[k]
+    if proxies.kind[k] == PLANE:
         for step in range(3):
             p = poses[step]
             lz = _world_to_local(
@@ -245,6 +273,7 @@ def _may_touch(x, i, travel, k, kind, poses, pos0, pos1, cloth_thickness, skin, 
             if lz < reach:
                 return True
         return False
+    pos0, pos1 = proxies.pos0, proxies.pos1
     ax, ay, az = pos0[k, 0], pos0[k, 1], pos0[k, 2]
     bx, by, bz = pos1[k, 0] - ax, pos1[k, 1] - ay, pos1[k, 2] - az
     dx, dy, dz = x[i, 0] - ax, x[i, 1] - ay, x[i, 2] - az
@@ -253,12 +282,13 @@ def _may_touch(x, i, travel, k, kind, poses, pos0, pos1, cloth_thickness, skin, 
     if len2 > 0.0:
         s = min(max((dx * bx + dy * by + dz * bz) / len2, 0.0), 1.0)
     ex, ey, ez = dx - s * bx, dy - s * by, dz - s * bz
-    r = bound_radius[k] + reach
+    r = proxies.bound_radius[k] + reach
     return ex * ex + ey * ey + ez * ez <= r * r
 
 
 @njit(inline="always", **_JIT)
-def _frame_poses(pos0, rot0, pos1, rot1):
+def _frame_poses(proxies):
+    pos0, rot0, pos1, rot1 = proxies.pos0, proxies.rot0, proxies.pos1, proxies.rot1
     return (
         poses_at(0.0, pos0, rot0, pos1, rot1),
         poses_at(0.5, pos0, rot0, pos1, rot1),
@@ -266,87 +296,55 @@ def _frame_poses(pos0, rot0, pos1, rot1):
     )
 
 
-@njit(**_JIT)
-def analytic_broad_phase(
-    x,
-    v,
-    inv_mass,
-    frame_dt,
-    extra_margin,
-    cloth_thickness,
-    kind,
-    dims,
-    pos0,
-    rot0,
-    pos1,
-    rot1,
-    skin,
-    bound_radius,
-    out_vertex,
-    out_proxy,
-    budget,
-    listed,
-):
-    """Vertex-proxy pairs that may touch this frame; returns their count.
-
-    A vertex may travel ``|v| frame_dt + extra_margin`` (a sphere around it, its ``budget``; see
-    :func:`_may_touch`); ``listed[i, k]`` marks the pairs found. A vertex the solve carries
-    farther than its budget is tested again on the spot (:func:`analytic_requery`).
-    """
-    count = 0
-    poses = _frame_poses(pos0, rot0, pos1, rot1)
-    for i in range(x.shape[0]):
-        for k in range(kind.shape[0]):
-            listed[i, k] = False
-        budget[i] = np.inf
-        if inv_mass[i] == 0.0:
-            continue
-        speed = sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2)
-        budget[i] = speed * frame_dt + extra_margin
-        for k in range(kind.shape[0]):
-            if _may_touch(x, i, budget[i], k, kind, poses, pos0, pos1, cloth_thickness, skin, bound_radius):
-                out_vertex[count] = i
-                out_proxy[count] = k
-                listed[i, k] = True
-                count += 1
+@njit(inline="always", **_JIT)
+def _list_pairs(x, i, pairs, proxies, poses, cloth_thickness, count):
+    """Append vertex i's pairs with the proxies its budget sphere may touch that it has not listed."""
+    for k in range(proxies.kind.shape[0]):
+        if not pairs.listed[i, k] and _may_touch(x, i, pairs.budget[i], k, proxies, poses, cloth_thickness):
+            pairs.vertex[count] = i
+            pairs.proxy[count] = k
+            pairs.listed[i, k] = True
+            count += 1
     return count
 
 
 @njit(**_JIT)
-def analytic_requery(
-    x_start,
-    x_pred,
-    inv_mass,
-    origin,
-    budget,
-    listed,
-    h,
-    time_left,
-    extra_margin,
-    cloth_thickness,
-    kind,
-    pos0,
-    rot0,
-    pos1,
-    rot1,
-    skin,
-    bound_radius,
-    out_vertex,
-    out_proxy,
-    count,
-):
-    """The pairs of the vertices whose prediction left their budget sphere (``origin``,
-    ``budget``: the broad phase's, or an earlier substep's requery), appended to the lists from
-    row ``count``; returns (new count, vertices requeried).
+def analytic_broad_phase(x, v, inv_mass, frame_dt, extra_margin, cloth_thickness, proxies, pairs):
+    """Vertex-proxy pairs that may touch this frame, into ``pairs`` (a :class:`CandidatePairs`);
+    returns their count.
+
+    A vertex may travel ``|v| frame_dt + extra_margin`` (a sphere around it: its ``origin`` and
+    ``budget``; see :func:`_may_touch`). A vertex the solve carries farther than its budget is
+    tested again on the spot (:func:`analytic_requery`).
+    """
+    count = 0
+    poses = _frame_poses(proxies)
+    for i in range(x.shape[0]):
+        pairs.listed[i, :] = False
+        pairs.origin[i, 0], pairs.origin[i, 1], pairs.origin[i, 2] = x[i, 0], x[i, 1], x[i, 2]
+        pairs.budget[i] = np.inf
+        if inv_mass[i] == 0.0:
+            continue
+        pairs.budget[i] = sqrt(v[i, 0] ** 2 + v[i, 1] ** 2 + v[i, 2] ** 2) * frame_dt + extra_margin
+        count = _list_pairs(x, i, pairs, proxies, poses, cloth_thickness, count)
+    return count
+
+
+@njit(**_JIT)
+def analytic_requery(x_start, x_pred, inv_mass, h, time_left, extra_margin, cloth_thickness, proxies, pairs, count):
+    """The pairs of the vertices whose prediction left their budget sphere (the broad phase's, or
+    an earlier substep's requery), appended to ``pairs`` from row ``count``; returns (new count,
+    vertices requeried).
 
     The broad phase bounds each vertex's path by its velocity at the frame start; the solve can
     carry it farther (a sheet wrapping a ball whips its edges round: a vertex 75 mm from the
     ball at 34 mm a frame was pulled 89 mm into it). Such a vertex gets a new sphere at its
-    prediction, its substep speed over the rest of the frame plus ``extra_margin``
-    (``time_left`` s), and the pairs that sphere may touch that it did not list yet. So the
+    prediction, its substep speed over the rest of the frame (``time_left`` s) plus
+    ``extra_margin``, and the pairs that sphere may touch that it did not list yet. So the
     velocity bound is a speed choice, never a correctness assumption.
     """
-    poses = _frame_poses(pos0, rot0, pos1, rot1)
+    poses = _frame_poses(proxies)
+    origin, budget = pairs.origin, pairs.budget
     requeried = 0
     for i in range(x_pred.shape[0]):
         if inv_mass[i] == 0.0:
@@ -364,14 +362,7 @@ def analytic_requery(
         )
         origin[i, 0], origin[i, 1], origin[i, 2] = x_pred[i, 0], x_pred[i, 1], x_pred[i, 2]
         budget[i] = step / h * time_left + extra_margin
-        for k in range(kind.shape[0]):
-            if not listed[i, k] and _may_touch(
-                x_pred, i, budget[i], k, kind, poses, pos0, pos1, cloth_thickness, skin, bound_radius
-            ):
-                out_vertex[count] = i
-                out_proxy[count] = k
-                listed[i, k] = True
-                count += 1
+        count = _list_pairs(x_pred, i, pairs, proxies, poses, cloth_thickness, count)
     return count, requeried
 
 

@@ -262,6 +262,16 @@ class Colliders(ContactHandler):
         self.c_lam = np.zeros(capacity)
         self.c_friction = np.zeros((capacity, 3))
 
+    def _proxy_sweep(self) -> analytic.ProxySweep:
+        return analytic.ProxySweep(
+            self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.bound
+        )
+
+    def _pairs(self) -> analytic.CandidatePairs:
+        return analytic.CandidatePairs(
+            self._cand_vertex, self._cand_proxy, self._budget_origin, self._budget, self._listed
+        )
+
     def begin_frame(self, x, v, inv_mass, frame_dt):
         n = x.shape[0]
         self._inv_mass = inv_mass
@@ -276,30 +286,13 @@ class Colliders(ContactHandler):
         if k:
             # each vertex's budget sphere (centre, radius) and its listed pairs, for the requery of a
             # vertex the solve carries out of it (analytic.analytic_requery, in begin_substep)
-            self._budget_origin = x.copy()
             if self._budget.shape[0] != n or self._listed.shape != (n, k):
+                self._budget_origin = np.empty((n, 3))
                 self._budget = np.empty(n)
                 self._listed = np.empty((n, k), dtype=np.bool_)
             self._analytic_frame = (frame_dt, margin)
             self._n_cand = analytic.analytic_broad_phase(
-                x,
-                v,
-                inv_mass,
-                frame_dt,
-                margin,
-                self.cloth_thickness,
-                self.kind,
-                self.dims,
-                self.pos0,
-                self.rot0,
-                self.pos1,
-                self.rot1,
-                self.skin,
-                self.bound,
-                self._cand_vertex,
-                self._cand_proxy,
-                self._budget,
-                self._listed,
+                x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self._proxy_sweep(), self._pairs()
             )
         mesh_cand = 0
         if self.meshes:
@@ -433,22 +426,12 @@ class Colliders(ContactHandler):
                 x_substep_start,
                 x_predicted,
                 inv_mass,
-                self._budget_origin,
-                self._budget,
-                self._listed,
                 h,
                 (1.0 - t_end) * frame_dt,
                 margin,
                 self.cloth_thickness,
-                self.kind,
-                self.pos0,
-                self.rot0,
-                self.pos1,
-                self.rot1,
-                self.skin,
-                self.bound,
-                self._cand_vertex,
-                self._cand_proxy,
+                self._proxy_sweep(),
+                self._pairs(),
                 self._n_cand,
             )
             self._stats["analytic_requeried"] += requeried
