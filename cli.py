@@ -125,6 +125,8 @@ def _apply_settings(bpy, opts, support, shot_name):
         s.iterations = opts.iterations
     if opts.mode:
         s.solve_mode = opts.mode
+    if opts.stretch_refinements is not None:
+        s.stretch_refinements = opts.stretch_refinements
     if opts.out is not None:
         with warnings.catch_warnings():
             # Blender 4.5+ warns that this StringProperty lacks PATH_SUPPORTS_BLEND_RELATIVE; the bake

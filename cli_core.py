@@ -92,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--substeps", type=int, metavar="N", help="solver substeps per frame")
     p.add_argument("--iterations", type=int, metavar="N", help="constraint passes per substep")
     p.add_argument("--mode", choices=SOLVE_MODES, help="solve mode")
+    p.add_argument(
+        "--stretch-refinements",
+        type=int,
+        metavar="N",
+        help="run a frame that ends stretched again with 2x, 4x ... the substeps, up to N times (0: off; "
+        "default: the shot's Stretch Refinements)",
+    )
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="shots baked at once (worker processes; default 1)")
     p.add_argument(
         "--threads", type=int, metavar="N", help="Numba threads per worker (default: cores // jobs, at least 1)"
@@ -165,6 +172,7 @@ class Options:
     worker: bool
     shot_name: str | None
     worker_timeout: float = 0.0
+    stretch_refinements: int | None = None
 
 
 def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
@@ -182,6 +190,8 @@ def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
         value = getattr(ns, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if ns.stretch_refinements is not None and not 0 <= ns.stretch_refinements <= 4:
+        raise UsageError(f"--stretch-refinements must be from 0 to 4, got {ns.stretch_refinements}")
     if ns.worker_timeout < 0:
         raise UsageError(f"--worker-timeout must be 0 (no limit) or more seconds, got {ns.worker_timeout:g}")
     if ns.out is not None and not ns.out.strip():
@@ -208,6 +218,7 @@ def parse_args(args: list[str], cpu_count: int | None = None) -> Options:
         worker=ns.worker,
         shot_name=ns.shot_name,
         worker_timeout=ns.worker_timeout,
+        stretch_refinements=ns.stretch_refinements,
     )
 
 
@@ -229,10 +240,10 @@ def worker_args(options: Options, blend: str, shot_name: str) -> list[str]:
         out += ["--objects", *options.objects]
     if options.out is not None:
         out += ["--out", options.out]
-    for name in ("substeps", "iterations", "mode"):
+    for name in ("substeps", "iterations", "mode", "stretch_refinements"):
         value = getattr(options, name)
         if value is not None:
-            out += [f"--{name}", str(value)]
+            out += [f"--{name.replace('_', '-')}", str(value)]
     if options.shape_keys:
         out.append("--shape-keys")
     if options.save:

@@ -25,6 +25,7 @@ from blender_scenes import factory_scene, grid_cloth, mesh_co, save_shot, stacke
 
 import selvedge
 from selvedge import cli_core
+from selvedge.operators import scene_to_solver as s2s
 from selvedge.solver.io_pc2 import read_pc2, read_sidecar
 from selvedge.solver.settings import SOLVE_MODES
 
@@ -360,6 +361,37 @@ def test_arguments_after_a_double_dash_and_defaults():
     args = cli_core.worker_args(cli_core.parse_args(["x", "--objects", "A", "B", "--out", "//c"]), "/s.blend", "s")
     assert args[0] == "/s.blend"  # before --objects, which takes every name after it
     assert cli_core.parse_args(args).objects == ["A", "B"]
+    # Stretch Refinements: the shot's own unless given; 0 (off) is a value, not "unset"; a worker gets it
+    assert cli_core.parse_args(["a.blend"]).stretch_refinements is None
+    for n in (0, 2):
+        opts = cli_core.parse_args(["a.blend", "--stretch-refinements", str(n)])
+        assert opts.stretch_refinements == n
+        assert cli_core.parse_args(cli_core.worker_args(opts, "/s.blend", "s")).stretch_refinements == n
+    with pytest.raises(cli_core.UsageError, match="--stretch-refinements must be from 0 to 4, got 5"):
+        cli_core.parse_args(["a.blend", "--stretch-refinements", "5"])
+
+
+def test_stretch_refinements_from_the_command_line_reach_the_solver():
+    """The worker's scene takes --stretch-refinements, and the bake's solver settings follow it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("selvedge_cli_settings", CLI)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    selvedge.register()
+    try:
+        scene = bpy.context.scene
+        assert scene.selvedge.stretch_refinements == 0
+        cli._apply_settings(bpy, cli_core.parse_args(["a.blend", "--stretch-refinements", "3"]), None, "a")
+        assert scene.selvedge.stretch_refinements == 3
+        settings = s2s.solver_settings_from_scene(scene.selvedge, 24.0)
+        assert settings.stretch_refinements == 3
+        cli._apply_settings(bpy, cli_core.parse_args(["a.blend"]), None, "a")  # unset: the shot's own
+        assert scene.selvedge.stretch_refinements == 3
+    finally:
+        selvedge.unregister()
+        bpy.ops.wm.read_factory_settings(use_empty=True)
 
 
 def test_shot_paths_logs_and_temporary_file_cleanup(tmp_path):
