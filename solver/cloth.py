@@ -1355,7 +1355,7 @@ class Cloth:
             diag.strain_max_outside_pin_rings = float(outside.max())
             diag.strain_p95_outside_pin_rings = p95(outside)
         diag.stretch_limit_active = int(self.stretch_limit_active)
-        diag.substeps = int(round(self.settings.substeps * state.substep_scale))
+        diag.substeps = self.settings.substeps * state.substep_scale
         diag.substep_scale = int(state.substep_scale)
         diag.stretch_over_limit_p95 = state.stretch_over_limit_p95
         diag.kinetic_energy_j, diag.gravitational_energy_j = energies(

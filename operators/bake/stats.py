@@ -16,9 +16,10 @@ def last_bake_stats(obj) -> dict | None:
     ``{"frames", "frame_start", "frame_end", "strain_max", "strain_p95", "ms_per_frame", "frames_refined"}``
     where strain and time are those of the last frame and ``frames_refined`` counts the frames run
     again with more substeps (stretched past the scene's Refine Above, or crossed in a collision
-    world); None when there is no readable sidecar. A cloth baked in a collision world adds ``cloth_cloth_contacts`` and ``self_contacts`` (pairs that
-    pushed in one substep, the most over the last frame) and ``intersections`` (crossing triangle
-    pairs of the world's cloths: at the last frame, and ``intersections_max`` over all frames).
+    world); None when there is no readable sidecar. A cloth baked in a collision world adds
+    ``cloth_cloth_contacts`` and ``self_contacts`` (pairs that pushed in one substep, the most over
+    the last frame) and ``intersections`` (crossing triangle pairs of the world's cloths: at the
+    last frame, and ``intersections_max`` over all frames).
     """
     stored = obj.selvedge.bake_sidecar_file
     if not stored:

@@ -192,7 +192,6 @@ class Colliders(ContactHandler):
         self._budget = np.zeros(0)
         self._listed = np.zeros((0, 0), dtype=np.bool_)
         self._budget_origin = np.zeros((0, 3))
-        self._analytic_frame = (0.0, 0.0)
         self._alloc_contacts(0)
         self._n_contacts = 0
         self._t_frame = 0.0
@@ -262,6 +261,11 @@ class Colliders(ContactHandler):
         self.c_lam = np.zeros(capacity)
         self.c_friction = np.zeros((capacity, 3))
 
+    def _analytic_margin(self) -> float:
+        """The path length (m) an analytic candidate is listed for beyond ``|v| frame_dt``: the
+        broad-phase margin and half the largest acceleration over this frame's ``frame_dt``."""
+        return self.broad_phase_margin_m + 0.5 * self.max_acceleration_m_s2 * self._frame_dt * self._frame_dt
+
     def _proxy_sweep(self) -> analytic.ProxySweep:
         return analytic.ProxySweep(
             self.kind, self.dims, self.pos0, self.rot0, self.pos1, self.rot1, self.skin, self.bound
@@ -275,7 +279,8 @@ class Colliders(ContactHandler):
     def begin_frame(self, x, v, inv_mass, frame_dt):
         n = x.shape[0]
         self._inv_mass = inv_mass
-        margin = self.broad_phase_margin_m + 0.5 * self.max_acceleration_m_s2 * frame_dt * frame_dt
+        self._frame_dt = frame_dt
+        margin = self._analytic_margin()
         k = self.kind.shape[0]
         if self._cand_vertex.shape[0] < n * k:
             self._cand_vertex = np.zeros(n * k, dtype=np.int64)
@@ -290,13 +295,11 @@ class Colliders(ContactHandler):
                 self._budget_origin = np.empty((n, 3))
                 self._budget = np.empty(n)
                 self._listed = np.empty((n, k), dtype=np.bool_)
-            self._analytic_frame = (frame_dt, margin)
             self._n_cand = analytic.analytic_broad_phase(
                 x, v, inv_mass, frame_dt, margin, self.cloth_thickness, self._proxy_sweep(), self._pairs()
             )
         mesh_cand = 0
         if self.meshes:
-            self._frame_dt = frame_dt
             if self._seg_end.shape != x.shape:
                 self._seg_end = np.empty_like(x)
                 self._pad = np.empty(n)
@@ -421,14 +424,13 @@ class Colliders(ContactHandler):
         inv_mass = self._inv_mass_for(x_predicted)
         count = 0
         if self.kind.shape[0]:
-            frame_dt, margin = self._analytic_frame
             self._n_cand, requeried = analytic.analytic_requery(
                 x_substep_start,
                 x_predicted,
                 inv_mass,
                 h,
-                (1.0 - t_end) * frame_dt,
-                margin,
+                (1.0 - t_end) * self._frame_dt,
+                self._analytic_margin(),
                 self.cloth_thickness,
                 self._proxy_sweep(),
                 self._pairs(),
