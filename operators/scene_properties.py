@@ -61,7 +61,7 @@ class SelvedgeSceneSettings(PropertyGroup):
         name="Stretch Refinements",
         description="A frame that ends stretched past Refine Above is run again with twice the substeps, "
         "up to this many times (0: off): a hard landing on a body stretches far less, paid for only in "
-        "those frames",
+        "those frames. A cloth resting on a collider can be set moving again by such a frame",
         default=0,
         min=0,
         max=4,

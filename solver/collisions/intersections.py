@@ -8,12 +8,15 @@ counted). Candidate pairs come from a hash grid of the triangles' box centres
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT, _JIT_PARALLEL
 from .candidate_search import _hash, primitive_boxes
+from .cloth_contacts import _pair_allowed
 from .geometry import triangle_cross
 from .hash_grid import cell_hash, centre_cell, centre_query_cells
 
@@ -76,14 +79,17 @@ def triangles_cross(x, tris, s, t):
 
 
 @njit(**_JIT_PARALLEL)
-def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, extent, per_triangle):
+def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, extent, groups, per_triangle):
     """Crossing pairs per triangle, each pair counted once: from the triangle whose centre cell
     comes first (cells in lexicographic order; by number within one cell). Both triangles of a
     box-overlapping pair find each other (each query's box is grown by the grid's largest
     half-extent), so a query visits only its own cell and the cells after it, half the bucket
-    entries of a visit to every neighbour cell (docs/design/cloth_contacts.md, "Cost")."""
+    entries of a visit to every neighbour cell (docs/design/cloth_contacts.md, "Cost").
+    ``per_triangle[s, 0]``: all crossing pairs; ``[s, 1]``: those the contacts keep apart
+    (:class:`TriangleGroups`)."""
     for s in prange(tris.shape[0]):
         count = 0
+        kept = 0
         own_i = centre_cell(lo, hi, s, 0, inv)
         own_j = centre_cell(lo, hi, s, 1, inv)
         own_k = centre_cell(lo, hi, s, 2, inv)
@@ -124,19 +130,45 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, ext
                             continue
                         if triangles_cross(x, tris, s, t):
                             count += 1
-        per_triangle[s] = count
+                            if _pair_allowed(s, t, groups.cloth, groups.self_ok, groups.cross_ok):
+                                kept += 1
+        per_triangle[s, 0] = count
+        per_triangle[s, 1] = kept
 
 
-def count_intersections(x, tris) -> int:
-    """Number of pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x."""
+class TriangleGroups(NamedTuple):
+    """Which crossings the contacts keep apart: ``cloth`` (T,) the cloth of each triangle;
+    ``self_ok`` / ``cross_ok`` (C,) whether a cloth collides with itself / with the other cloths
+    (the pair rule of :class:`.cloth_contacts.ContactMesh`)."""
+
+    cloth: np.ndarray
+    self_ok: np.ndarray
+    cross_ok: np.ndarray
+
+
+def one_group(n_triangles: int) -> TriangleGroups:
+    """Every triangle of one self-colliding cloth: every crossing is one the contacts keep apart."""
+    return TriangleGroups(np.zeros(n_triangles, dtype=np.int64), np.ones(1, dtype=np.bool_), np.ones(1, dtype=np.bool_))
+
+
+def count_crossings(x, tris, groups: TriangleGroups) -> tuple[int, int]:
+    """Pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x: all of them,
+    and those of them that the contacts keep apart (``groups``): a cloth's own pairs when it
+    collides with itself, two cloths' pairs when both collide with cloths."""
     nt = tris.shape[0]
     if nt < 2:
-        return 0
+        return 0, 0
     lo = np.empty((nt, 3))
     hi = np.empty((nt, 3))
     primitive_boxes(x, tris, lo, hi)
     cell = 2.0 * float(np.mean(np.max(hi - lo, axis=1))) or 1e-3  # two edges: 0.69 x the time of one
     table, bucket, items, item_cell, extent = _hash(lo, hi, cell)
-    per = np.zeros(nt, dtype=np.int64)
-    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent, per)
-    return int(per.sum())
+    per = np.zeros((nt, 2), dtype=np.int64)
+    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent, groups, per)
+    total, kept = per.sum(axis=0)
+    return int(total), int(kept)
+
+
+def count_intersections(x, tris) -> int:
+    """Number of pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x."""
+    return count_crossings(x, tris, one_group(tris.shape[0]))[0]

@@ -16,7 +16,7 @@ A frame::
                                                ``contact_rounds`` times (the body last)
         velocities, friction
     every cloth checked; one failure rolls every cloth back
-    crossings counted: more than at the frame start, or a cloth stretched past its
+    crossings counted: more guarded ones than at the frame start, or a cloth stretched past its
         ``refine_stretch_above`` -> every cloth (and the candidate lists) back to the frame start,
         the frame again at twice the substeps (``crossing_refinements`` / each cloth's
         ``stretch_refinements`` times)
@@ -41,7 +41,7 @@ from ..errors import ClothInputError, SimulationError
 from . import candidate_search as cs
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
-from .intersections import count_intersections as _count_intersections
+from .intersections import TriangleGroups, count_crossings
 
 
 @dataclass
@@ -85,7 +85,9 @@ class CollisionWorld:
     ``margin_m``: how much farther than the contact distance a pair is listed (None: the largest
     thickness; half an edge, the default before, listed every vertex's in-plane neighbours:
     docs/design/cloth_contacts.md, "Cost"). ``count_intersections``: count the triangle pairs
-    (sharing no vertex) that cross each other at every frame end (``last_stats["intersections"]``).
+    (sharing no vertex) that cross each other at every frame end (``last_stats["intersections"]``;
+    ``"intersections_guarded"``: those of them the contacts keep apart, i.e. not the pairs of a cloth
+    with self-collision off, nor of a cloth that opts out of cloth-cloth collisions).
     ``edge_edge``: False keeps the vertex-triangle contacts only (for comparisons).
     ``depenetration_m_s``: how fast a pair that starts a substep overlapping is pushed apart (m/s;
     the overlap a substep's own motion made is undone at once; see
@@ -93,8 +95,8 @@ class CollisionWorld:
     their paths, re-detect only their pairs (:meth:`.CandidateLists.detect_partial`) instead of
     the whole list.
 
-    ``crossing_refinements``: a frame that ends with more crossing triangle pairs than it started
-    with is rolled back and run again with twice the substeps, up to this many times (2: at most 4x
+    ``crossing_refinements``: a frame that ends with more crossing triangle pairs that the contacts
+    keep apart (``"intersections_guarded"``) than it started with is rolled back and run again with twice the substeps, up to this many times (2: at most 4x
     the substeps; 0 = off). Turning it on counts the crossings at every frame end. The cause it
     answers: a fast fold at too few substeps (docs/design/cloth_contacts.md, "Crossings on the
     garment"), paid for only in the frames that fold. A cloth whose ``SolverSettings`` ask for it
@@ -198,6 +200,10 @@ class CollisionWorld:
                 cross_ok=np.array([s.collide_with_cloths for s in self.collisions], dtype=np.bool_),
                 rest=np.ascontiguousarray(np.concatenate([c.rest_positions for c in self.cloths])),
             )
+        )
+        #: which crossings a refinement can answer: pairs the cloth contacts keep apart
+        self._triangle_groups = TriangleGroups(
+            self.mesh.cloth[self.mesh.tris[:, 0]], self.mesh.self_ok, self.mesh.cross_ok
         )
         edge_len = float(np.mean(np.linalg.norm(self.x[edges[:, 1]] - self.x[edges[:, 0]], axis=1)))
         self.edge_length = edge_len
@@ -306,11 +312,12 @@ class CollisionWorld:
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
 
-    def _count_crossings(self) -> int:
+    def _count_crossings(self) -> tuple[int, int]:
+        """Crossing triangle pairs at the frame end: all, and those the contacts keep apart."""
         t0 = time.perf_counter()
-        count = int(_count_intersections(self.x, self.mesh.tris))
+        counts = count_crossings(self.x, self.mesh.tris, self._triangle_groups)
         self._tick("intersection_count", time.perf_counter() - t0)
-        return count
+        return counts
 
     def _run_frame(self, states, scale: int) -> None:
         """Every cloth's frame phases in lockstep, ``scale`` times the substeps, the world's
@@ -419,10 +426,10 @@ class CollisionWorld:
         }
         t_frame = time.perf_counter()
         if self.crossing_refinements and self._crossings is None:
-            self._crossings = self._count_crossings()  # the first frame's start
+            self._crossings = self._count_crossings()[1]  # the first frame's start
         refines = self.crossing_refinements or any(c.settings.stretch_refinements for c in self.cloths)
         lists_start = self.lists.snapshot() if refines else None
-        scale, crossings = 1, 0
+        scale, crossings, guarded = 1, 0, 0
         while True:
             self._run_frame(states, scale)
             failures = [(k, c._frame_failure(s)) for k, (c, s) in enumerate(zip(self.cloths, states))]
@@ -437,9 +444,12 @@ class CollisionWorld:
                     f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)"
                 )
             if self.count_intersections:
-                crossings = self._count_crossings()
+                crossings, guarded = self._count_crossings()
                 self.last_stats["intersections"] = crossings
-            crossed = scale < 2**self.crossing_refinements and crossings > (self._crossings or 0)
+                self.last_stats["intersections_guarded"] = guarded
+            # only crossings the contacts keep apart: a cloth without self-collision folds through
+            # itself at any substep count (run again, it paid 4 x and was thrown about)
+            crossed = scale < 2**self.crossing_refinements and guarded > (self._crossings or 0)
             stretched = [c._needs_refinement(s) for c, s in zip(self.cloths, states)]  # (each sets its P95)
             if not (crossed or any(stretched)):
                 break
@@ -450,7 +460,7 @@ class CollisionWorld:
             scale *= 2
         self.last_stats["substep_scale"] = scale
         if self.crossing_refinements:
-            self._crossings = crossings
+            self._crossings = guarded
         if self.lists.cand is not None:
             self.last_stats["vertex_triangle_candidates"] = int(self.lists.cand.vt_vertex.shape[0])
             self.last_stats["edge_edge_candidates"] = int(self.lists.cand.ee_a.shape[0])
