@@ -17,7 +17,10 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
   bound breaks or the window ends).
 * **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
   a candidate is active when its distance at the substep start is below the contact distance
-  plus both primitives' travel over the substep. Each pair remembers its **side** (of the
+  plus both primitives' predicted travel over the substep plus a slack (the world's detection
+  margin): the substep's own solve carries a vertex beyond its predicted path (bending pulled a
+  folded hem 3 mm a substep into the layer under it, a pair just out of reach at the substep
+  start was left out, and the fold never came to rest). Each pair remembers its **side** (of the
   triangle's plane; along the two edges' common normal): refreshed at every substep start while
   the pair is separated (farther than the contact distance), kept while it is in contact, so a
   vertex or an edge pushed across within a substep is pulled back to its side instead of being
@@ -246,7 +249,7 @@ FACE_TOLERANCE = 0.05
 
 
 @njit(**_JIT_PARALLEL)
-def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start, active):
+def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start, active, slack=0.0):
     for c in prange(cv.shape[0]):
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
@@ -286,6 +289,7 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
         start[c] = side[c] * (n0 * e0 + n1 * e1 + n2 * e2) - d_pair
         reach = (
             d_pair
+            + slack
             + _travel(x_start, x_pred, i)
             + max(_travel(x_start, x_pred, ia), max(_travel(x_start, x_pred, ib), _travel(x_start, x_pred, ic)))
         )
@@ -300,7 +304,7 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
 
 
 @njit(**_JIT_PARALLEL)
-def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, start, active):
+def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, start, active, slack=0.0):
     for c in prange(ea.shape[0]):
         a, b = edges[ea[c], 0], edges[ea[c], 1]
         cc, dd = edges[eb[c], 0], edges[eb[c], 1]
@@ -321,6 +325,7 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         start[c] = sign * (n0 * g0 + n1 * g1 + n2 * g2) - d_pair
         reach = (
             d_pair
+            + slack
             + max(_travel(x_start, x_pred, a), _travel(x_start, x_pred, b))
             + max(_travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
         )
@@ -331,8 +336,10 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         active[c] = keep
 
 
-def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
-    """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed)."""
+def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m: float = 0.0):
+    """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed):
+    those within the contact distance plus both primitives' predicted travel plus ``reach_slack_m``
+    at the substep start (the substep's solve moves a vertex beyond its predicted path)."""
     active = np.empty(cand.vt_vertex.shape[0], dtype=np.bool_)
     _vt_narrow_flags(
         x_start,
@@ -345,12 +352,14 @@ def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates)
         cand.vt_held,
         cand.vt_start,
         active,
+        float(reach_slack_m),
     )
     return np.flatnonzero(active)
 
 
-def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
-    """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed)."""
+def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m: float = 0.0):
+    """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed;
+    the reach of :func:`vertex_triangle_narrow`)."""
     active = np.empty(cand.ee_a.shape[0], dtype=np.bool_)
     _ee_narrow_flags(
         x_start,
@@ -363,6 +372,7 @@ def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates):
         cand.ee_held,
         cand.ee_start,
         active,
+        float(reach_slack_m),
     )
     return np.flatnonzero(active)
 

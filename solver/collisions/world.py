@@ -256,8 +256,8 @@ class CollisionWorld:
         self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
         self.lists.update(self.x_start, self.x, self.inv_mass, self.last_stats)
         t1 = time.perf_counter()
-        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand)
-        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand)
+        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand, self.margin_m)
+        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand, self.margin_m)
         self._vt_lam = np.zeros(self._vt_rows.shape[0])
         self._ee_lam = np.zeros(self._ee_rows.shape[0])
         st = self.last_stats
