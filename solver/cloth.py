@@ -70,6 +70,7 @@ from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
 from .multilevel import (
     Hierarchy,
+    aggregate_work,
     blocked_hierarchy,
     build_hierarchy,
     solve_multilevel,
@@ -310,6 +311,7 @@ class Cloth:
                 flat,
                 max_levels=self.options.stretch_limit_levels,
                 anchored=soft,
+                between_aggregates=self.options.coarse_links_between_aggregates,
             )
         #: (levels, their links' limits before shrinking, after it) of the serial hierarchy and, once
         #: built, the coloured mode's blocked one: :meth:`set_shrink` scales the limits like the edges
@@ -320,6 +322,9 @@ class Cloth:
         #: some coarse link's limit or tether's length is above its shrunk target (:meth:`_tighten_limits`)
         self._ml_settling = False
         self._ml_snapshot = np.zeros_like(rest)
+        #: the coarse pass's aggregate centres (:func:`.multilevel.aggregate_offsets`); the blocked
+        #: hierarchy of the coloured mode has the same levels
+        self._ml_work = aggregate_work(self.hierarchy, rest.shape[0])
         #: per vertex, the direction the contacts pushed it in the last substep (summed over its
         #: contacts, the contact handler's and a world's; zero: none): the coarse pass slides such a
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
@@ -507,7 +512,14 @@ class Cloth:
         key = (self.settings.substeps, self.settings.iterations, n_blocks)
         if self._fused is None or self._fused.key != key or self._fused.sets is not sets:
             self._fused = FusedSchedule(
-                sets, vertex_order, vertex_offsets, self._colored[4], self.kinematic_index, *key[:2], self._colored[5]
+                sets,
+                vertex_order,
+                vertex_offsets,
+                self._colored[4],
+                self.kinematic_index,
+                *key[:2],
+                self._colored[5],
+                self.options.coarse_links_between_aggregates,
             )
         return self._fused
 
@@ -1265,11 +1277,14 @@ class Cloth:
         ``options.stretch_limit_contacts``, respecting the contacts of the last substep
         (:func:`.multilevel.solve_multilevel_contacts`)."""
         t0 = time.perf_counter()
+        aggregates = self.options.coarse_links_between_aggregates
         if self.options.stretch_limit_contacts:
             unit_rows(self.contact_push)
-            self.stretch_limit_active = solve_multilevel_contacts(self.x, self._ml_snapshot, levels, self.contact_push)
+            self.stretch_limit_active = solve_multilevel_contacts(
+                self.x, self._ml_snapshot, levels, self.contact_push, self._ml_work, aggregates
+            )
         else:
-            self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels)
+            self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels, self._ml_work, aggregates)
         tick("stretch_limit", t0)
         if check_phases:
             self._check("the stretch limit", sub, h)

@@ -50,7 +50,7 @@ PREDICT, DISTANCE, DIHEDRAL, ISOMETRIC, SOFT_PIN, VELOCITY = range(6)
 #: the hierarchical stretch limit (:mod:`.multilevel`): a block's level-1 snapshot, a block's (or
 #: the cut's) sweep of one level, a block's children following their parents, and the coarsest
 #: levels in one item (with the whole snapshot first when ``flag`` is 1)
-ML_SNAPSHOT, ML_SWEEP, ML_PROLONG, ML_COARSE = range(6, 10)
+ML_SNAPSHOT, ML_SWEEP, ML_PROLONG, ML_COARSE, ML_OFFSETS = range(6, 11)
 _YIELD_ADDRESS = yield_function_address()
 # Stand-ins for the sets a cloth does not have (empty arrays of the kernel's types), made once.
 _NO_DIHEDRAL = (np.zeros((0, 4), np.int32), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
@@ -78,7 +78,18 @@ class FusedSchedule:
     sets' per-substep coefficients, kept until h changes.
     """
 
-    def __init__(self, sets, vertex_order, vertex_offsets, part, kinematic_index, n_sub, iterations, blocked=None):
+    def __init__(
+        self,
+        sets,
+        vertex_order,
+        vertex_offsets,
+        part,
+        kinematic_index,
+        n_sub,
+        iterations,
+        blocked=None,
+        between_aggregates=False,
+    ):
         n_blocks = vertex_offsets.shape[0] - 1
         self.key = (n_sub, iterations, n_blocks)
         self.sets = sets
@@ -129,7 +140,7 @@ class FusedSchedule:
         for sub in range(n_sub):
             add_step(0, predict, sub, 0)
             for iteration in range(iterations):
-                for step_items, owners in self._multilevel_steps(blocked, n_blocks):
+                for step_items, owners in self._multilevel_steps(blocked, n_blocks, between_aggregates):
                     add_step(ml_phase, step_items, sub, iteration, owners)
                 for phase, c in enumerate(sets, start=1):
                     for step_items in self._set_steps(c, n_blocks):
@@ -153,25 +164,26 @@ class FusedSchedule:
         self.counters = np.zeros(2, dtype=np.int64)
 
     @staticmethod
-    def _multilevel_steps(blocked, n_blocks):
+    def _multilevel_steps(blocked, n_blocks, between_aggregates):
         """Steps of one coarse-to-fine pass (:func:`.multilevel.solve_multilevel` over the blocked
-        hierarchy, same order): the levels kept in serial order (``blocked.split + 1 .. L``) in one
-        item, the whole snapshot first; then per blocked level its blocks (a block's snapshot first
-        when no item came before), the pairs crossing a cut, and the children by block. As
-        (items, owners) pairs."""
+        hierarchy, same order): with ``between_aggregates`` the aggregates' centres in one item
+        (:func:`.multilevel.aggregate_offsets`), the levels kept in serial order (``blocked.split + 1 .. L``) in one item, the whole snapshot
+        first; then per blocked level its blocks (a block's snapshot first when no item came
+        before), the pairs crossing a cut, and the children by block. As (items, owners) pairs."""
         if blocked is None:
             return []
         hz = blocked.hierarchy
         levels = hz.edge_offsets.shape[0] - 2
         split = blocked.split
-        steps = []
+        steps = [([(ML_OFFSETS, 0, 1, 0)], [0])] if between_aggregates else []
+        first = len(steps)  # the steps before the first of the pass's own
         snap = blocked.snapshot_blocks
         if split < levels:
             steps.append(([(ML_COARSE, split + 1, levels + 1, 1)], [0]))
         for level in range(split, 0, -1):
             eb, cb = blocked.edge_blocks[level], blocked.child_blocks[level]
             sweep = [(ML_SWEEP, int(eb[b]), int(eb[b + 1]), level) for b in range(n_blocks)]
-            if not steps:
+            if len(steps) == first:
                 pairs = [[(ML_SNAPSHOT, int(snap[b]), int(snap[b + 1]), 0), sweep[b]] for b in range(n_blocks)]
                 steps.append(([it for p in pairs for it in p], [b for b in range(n_blocks) for _ in range(2)]))
             else:
@@ -374,6 +386,7 @@ def colored_frame(
     sp_lam,
     hierarchy,
     x_snapshot,
+    ml_work,
     item_active,
 ):
     """Every substep of one frame: the work items in order, each after all items of the steps
@@ -489,14 +502,16 @@ def colored_frame(
             elif kind == ML_SWEEP:
                 level = item_flag[g]
                 item_active[g] = ml._sweep_level(
-                    x, hierarchy.inv_mass[level], hierarchy.edges, hierarchy.max_length, a, b
+                    x, hierarchy.inv_mass[level], hierarchy.edges, hierarchy.max_length, a, b, ml_work.offset[level]
                 )
             elif kind == ML_PROLONG:
                 ml.prolong_range(x, x_snapshot, hierarchy, a, b)
+            elif kind == ML_OFFSETS:
+                ml.aggregate_offsets(x, hierarchy, ml_work)
             else:
                 if item_flag[g] == 1:
                     ml.snapshot_range(x, x_snapshot, hierarchy.snapshot, 0, hierarchy.snapshot.shape[0])
-                item_active[g] = ml.solve_levels(x, x_snapshot, hierarchy, b - 1, a)
+                item_active[g] = ml.solve_levels(x, x_snapshot, hierarchy, b - 1, a, ml_work.offset)
             item_end[g] = cycle_counter()
             atomic_add(counters, 1, 1)
     return start
@@ -566,6 +581,7 @@ def run_colored_frame(
         *sp_args,
         s.hierarchy,
         cloth._ml_snapshot,
+        cloth._ml_work,
         s.item_active,
     )
     wall = time.perf_counter() - t0

@@ -49,6 +49,9 @@ from .strain_limit import solve_strain_limit, solve_strain_limit_contacts
 MIN_LEVEL_VERTICES = 8
 #: Levels at most (above the mesh); 6 reach ~25 vertices from 100k.
 MAX_LEVELS = 8
+FIRST_AGGREGATE_LEVEL = 2
+LAST_AGGREGATE_LEVEL = 99
+AGG_BLEND = 0.5
 
 
 class Hierarchy(NamedTuple):
@@ -191,6 +194,7 @@ def build_hierarchy(
     flat_rest: bool,
     max_levels: int = MAX_LEVELS,
     anchored: np.ndarray | None = None,
+    between_aggregates: bool = False,
 ) -> Hierarchy:
     """The levels of :mod:`this module <.multilevel>` for a mesh (see the module docstring).
 
@@ -201,6 +205,8 @@ def build_hierarchy(
     ``anchored``: vertices held by an attachment (soft pins, their attachment already in ``mass``):
     preferred members of every level (a soft pin off a level would move with its parents against
     its goal) and sources of the pin-outward order, like the pins; None: none.
+    ``between_aggregates``: the links' rest lengths are their aggregates' centres' distances
+    (:func:`aggregate_offsets`, ``ClothOptions.coarse_links_between_aggregates``).
     """
     n = positions.shape[0]
     kinematic = inv_mass <= 0.0
@@ -271,7 +277,7 @@ def build_hierarchy(
     levels = len(edge_list) - 1
     edge_offsets = np.cumsum([0] + [e.shape[0] for e in edge_list]).astype(np.int64)
     empty_i = np.zeros(0, np.int64)
-    return Hierarchy(
+    hz = Hierarchy(
         edges=np.ascontiguousarray(np.concatenate(edge_list), dtype=np.int64),
         max_length=np.ascontiguousarray(np.concatenate(max_length)),
         edge_offsets=edge_offsets,
@@ -283,14 +289,88 @@ def build_hierarchy(
         parent_weight=np.concatenate(weight_list) if levels else np.zeros(0),
         snapshot=level_one if levels else empty_i,
     )
+    return _between_aggregates(hz, positions, flat_rest) if between_aggregates else hz
+
+
+def _between_aggregates(hz: Hierarchy, positions: np.ndarray, flat_rest: bool) -> Hierarchy:
+    """The links' limits rescaled from their members' rest distance to their aggregates' centres'
+    (the links are measured between the centres: :func:`aggregate_offsets`). On a curved rest
+    shape the centres lie inside the curve, closer than they are unrolled (up to 7 % on a half
+    cylinder), which would forbid unrolling it: there a limit is never lowered."""
+    if hz.edges.shape[0] == 0:
+        return hz
+    rest = np.ascontiguousarray(positions, dtype=np.float64)
+    work = aggregate_work(hz, rest.shape[0])
+    aggregate_offsets(rest, hz, work)
+    e = hz.edges
+    level = np.searchsorted(hz.edge_offsets, np.arange(e.shape[0]), side="right") - 1
+    between_centres = (rest[e[:, 0]] + work.offset[level, e[:, 0]]) - (rest[e[:, 1]] + work.offset[level, e[:, 1]])
+    between_members = np.linalg.norm(rest[e[:, 0]] - rest[e[:, 1]], axis=1)
+    ratio = np.linalg.norm(between_centres, axis=1) / np.maximum(between_members, 1e-12)
+    if not flat_rest:
+        ratio = np.maximum(ratio, 1.0)
+    return hz._replace(max_length=np.ascontiguousarray(hz.max_length * ratio))
 
 
 @njit(**_JIT)
-def _sweep_level(x, inv_mass, edges, max_length, first, stop):
+def _sweep_level(x, inv_mass, edges, max_length, first, stop, offset):
     active = 0
     for k in range(first, stop):
-        active += solve_strain_limit(k, x, inv_mass, edges, max_length)
+        active += solve_strain_limit(k, x, inv_mass, edges, max_length, offset)
     return active
+
+
+class AggregateWork(NamedTuple):
+    """Scratch of :func:`aggregate_offsets`: ``centre``, ``pending`` (N, 3) and ``offset``
+    (levels + 1, N, 3): ``offset[l, p]`` from level-l member p to its aggregate's centre of mass."""
+
+    centre: np.ndarray
+    pending: np.ndarray
+    offset: np.ndarray
+
+
+def aggregate_work(hierarchy: Hierarchy | None, n: int) -> AggregateWork:
+    """The scratch of :func:`aggregate_offsets` for ``hierarchy`` (None: no levels) over n vertices."""
+    rows = 1 if hierarchy is None else hierarchy.edge_offsets.shape[0] - 1
+    return AggregateWork(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((rows, n, 3)))
+
+
+@njit(**_JIT)
+def aggregate_offsets(x, hierarchy, work):
+    """``work.offset[l, p]``: from each level-l member p to the centre of mass of its aggregate
+    (p and, through the levels below, the vertices that move with it). Level by level from the
+    mesh: ``c_p = (m_p c_p + sum_c w_cp m_c c_c) / M_p``, the children's centres weighted as the
+    prolongation moves them (``M_p = m_p + sum_c w_cp m_c``, the level's lumped mass). A link
+    measured between these centres is the constraint its correction (the members' Gauss-Seidel
+    step, the children following by their weights) projects in the mass norm; measured between the
+    members themselves, the correction moves more than the constraint sees, and the levels pumped
+    energy into a cloth at rest (docs/design/stiff_fabric.md, "Links between aggregates")."""
+    hz = hierarchy
+    levels = hz.edge_offsets.shape[0] - 2
+    centre, pending, offset = work.centre, work.pending, work.offset
+    n = x.shape[0]
+    for v in range(n):
+        for d in range(3):
+            centre[v, d] = x[v, d]
+    for level in range(1, levels + 1):
+        inv_below = hz.inv_mass[level - 1]
+        inv_here = hz.inv_mass[level]
+        for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
+            i = hz.children[c]
+            m_c = 1.0 / inv_below[i]  # children are never pinned
+            for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
+                p = hz.parents[e]
+                w = hz.parent_weight[e] * m_c
+                for d in range(3):
+                    pending[p, d] += w * centre[i, d]
+        for v in range(n):
+            if inv_here[v] > 0.0:  # a free member (a pinned one is its own centre)
+                m_p = 1.0 / inv_below[v]
+                for d in range(3):
+                    centre[v, d] = (m_p * centre[v, d] + pending[v, d]) * inv_here[v]
+            for d in range(3):
+                pending[v, d] = 0.0
+                offset[level, v, d] = centre[v, d] - x[v, d] if level >= FIRST_AGGREGATE_LEVEL else 0.0
 
 
 @njit(**_JIT)
@@ -330,28 +410,37 @@ def prolong_range(x, x_snapshot, hierarchy, first, stop):
 
 
 @njit(**_JIT)
-def solve_levels(x, x_snapshot, hierarchy, top, bottom):
+def solve_levels(x, x_snapshot, hierarchy, top, bottom, offset):
     """Levels ``top`` down to ``bottom``: each level's sweep, then its children follow their parents."""
     hz = hierarchy
     active = 0
     for level in range(top, bottom - 1, -1):
         active += _sweep_level(
-            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1]
+            x,
+            hz.inv_mass[level],
+            hz.edges,
+            hz.max_length,
+            hz.edge_offsets[level],
+            hz.edge_offsets[level + 1],
+            offset[level],
         )
         prolong_range(x, x_snapshot, hz, hz.child_offsets[level - 1], hz.child_offsets[level])
     return active
 
 
 @njit(**_JIT)
-def solve_multilevel(x, x_snapshot, hierarchy):
+def solve_multilevel(x, x_snapshot, hierarchy, work, between_aggregates):
     """One coarse-to-fine pass over levels L .. 1 (module docstring); the number of violating
-    coarse pairs it projected (the active set, for the diagnostics)."""
+    coarse pairs it projected (the active set, for the diagnostics). ``work``: :func:`aggregate_work`
+    (its offsets stay zero unless ``between_aggregates``)."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     if levels == 0:
         return 0
+    if between_aggregates:
+        aggregate_offsets(x, hz, work)
     snapshot_range(x, x_snapshot, hz.snapshot, 0, hz.snapshot.shape[0])
-    return solve_levels(x, x_snapshot, hz, levels, 1)
+    return solve_levels(x, x_snapshot, hz, levels, 1, work.offset)
 
 
 class BlockedHierarchy(NamedTuple):
@@ -429,10 +518,10 @@ def blocked_hierarchy(hz: Hierarchy, part: np.ndarray, n_blocks: int, min_pairs:
 # ----------------------------------------------------------------------------------------------
 # The coarse pass with the contacts respected (ClothOptions.stretch_limit_contacts, issue 21).
 @njit(**_JIT)
-def _sweep_level_contacts(x, inv_mass, edges, max_length, first, stop, normal):
+def _sweep_level_contacts(x, inv_mass, edges, max_length, first, stop, offset, normal):
     active = 0
     for k in range(first, stop):
-        active += solve_strain_limit_contacts(k, x, inv_mass, edges, max_length, normal)
+        active += solve_strain_limit_contacts(k, x, inv_mass, edges, max_length, offset, normal)
     return active
 
 
@@ -449,7 +538,7 @@ def unit_rows(normal):
 
 
 @njit(**_JIT)
-def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal):
+def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal, work, between_aggregates):
     """:func:`solve_multilevel` where a vertex with a unit push direction ``normal[i]`` (a contact
     touched it in the last substep; zero rows for the others) is never moved into that contact,
     neither by a link (:func:`.strain_limit.solve_strain_limit_contacts`) nor by its parents (the
@@ -459,10 +548,19 @@ def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal):
     active = 0
     if levels == 0:
         return 0
+    if between_aggregates:
+        aggregate_offsets(x, hz, work)
     snapshot_range(x, x_snapshot, hz.snapshot, 0, hz.snapshot.shape[0])
     for level in range(levels, 0, -1):
         active += _sweep_level_contacts(
-            x, hz.inv_mass[level], hz.edges, hz.max_length, hz.edge_offsets[level], hz.edge_offsets[level + 1], normal
+            x,
+            hz.inv_mass[level],
+            hz.edges,
+            hz.max_length,
+            hz.edge_offsets[level],
+            hz.edge_offsets[level + 1],
+            work.offset[level],
+            normal,
         )
         for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
             i = hz.children[c]

@@ -27,15 +27,16 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def _violation(k, x, inv_mass, vertices, max_length):
+def _violation(k, x, inv_mass, vertices, max_length, offset):
     """Pair k's ends, separation and masses, and whether it is longer than ``max_length[k]`` with
     a movable end: ``(violating, i, j, dx, dy, dz, length, limit, wi, wj, w)`` (``length`` only
-    computed for a violating pair)."""
+    computed for a violating pair). The separation is that of the two ends' aggregates,
+    ``x + offset`` (:func:`.multilevel.aggregate_offsets`)."""
     i = vertices[k, 0]
     j = vertices[k, 1]
-    dx = x[i, 0] - x[j, 0]
-    dy = x[i, 1] - x[j, 1]
-    dz = x[i, 2] - x[j, 2]
+    dx = x[i, 0] + offset[i, 0] - x[j, 0] - offset[j, 0]
+    dy = x[i, 1] + offset[i, 1] - x[j, 1] - offset[j, 1]
+    dz = x[i, 2] + offset[i, 2] - x[j, 2] - offset[j, 2]
     length_sq = dx * dx + dy * dy + dz * dz
     limit = max_length[k]
     wi = inv_mass[i]
@@ -59,12 +60,13 @@ def _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w):
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit(k, x, inv_mass, vertices, max_length):
-    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring).
+def solve_strain_limit(k, x, inv_mass, vertices, max_length, offset):
+    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring);
+    ``offset``: (N, 3) from each end to its aggregate's centre of mass (zeros: the ends themselves).
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
-    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length)
+    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length, offset)
     if not violating:
         return 0
     _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w)
@@ -72,13 +74,13 @@ def solve_strain_limit(k, x, inv_mass, vertices, max_length):
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit_contacts(k, x, inv_mass, vertices, max_length, normal):
+def solve_strain_limit_contacts(k, x, inv_mass, vertices, max_length, offset, normal):
     """:func:`solve_strain_limit` that never presses a vertex into its contact (module docstring);
     ``normal``: (N, 3) unit push directions of the vertices in contact, zero rows elsewhere.
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
-    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length)
+    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length, offset)
     if not violating:
         return 0
     # i moves along -d, j along +d; a contact normal against that direction is "inward"

@@ -50,14 +50,27 @@ def _sheet(n=20, soft_pins=True):
     return pos, faces, uv, pins
 
 
-def _run(fused, bending, iterations, frames=15, threads=2, monkeypatch=None, team=None, limiting=False, n=20):
+def _run(
+    fused,
+    bending,
+    iterations,
+    frames=15,
+    threads=2,
+    monkeypatch=None,
+    team=None,
+    limiting=False,
+    n=20,
+    aggregates=False,
+):
     pos, faces, uv, pins = _sheet(n)
     cloth = Cloth(
         pos,
         faces,
         uvs=uv,
         pin_weights=pins,
-        options=ClothOptions(bending_model=bending, stretch_limiting=limiting),
+        options=ClothOptions(
+            bending_model=bending, stretch_limiting=limiting, coarse_links_between_aggregates=aggregates
+        ),
         settings=SolverSettings(solve_mode="colored", threads=threads, substeps=6, iterations=iterations),
     )
     cloth.fused_frames = fused
@@ -91,22 +104,28 @@ def test_a_team_of_any_size_gives_the_same_frame(team, monkeypatch):
     assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
 
 
+@pytest.mark.parametrize("aggregates", [False, True])
 @pytest.mark.parametrize("min_pairs", [0, cloth_module.STRETCH_LIMIT_BLOCK_MIN_PAIRS])
 @pytest.mark.parametrize("team", [None, 1, 3])
-def test_the_stretch_limit_levels_run_inside_the_fused_frame_with_the_same_bits(min_pairs, team, monkeypatch):
+def test_the_stretch_limit_levels_run_inside_the_fused_frame_with_the_same_bits(
+    min_pairs, team, aggregates, monkeypatch
+):
     # min_pairs=0: every coarse level split into blocks (a snapshot, the blocks, the cut pairs,
     # the children by block); the default: the coarse levels of this 32 x 32 sheet in one item.
-    # Against the per-phase coloured path, which runs the same blocked levels serially.
+    # Against the per-phase coloured path, which runs the same blocked levels serially;
+    # ``aggregates``: the links measured between aggregate centres (one item computes them first).
     monkeypatch.setattr(cloth_module, "STRETCH_LIMIT_BLOCK_MIN_PAIRS", min_pairs)
-    a = _run(True, "isometric", 2, frames=6, monkeypatch=monkeypatch, team=team, limiting=True, n=32)
-    b = _run(False, "isometric", 2, frames=6, limiting=True, n=32)
+    kw = dict(limiting=True, n=32, aggregates=aggregates)
+    a = _run(True, "isometric", 2, frames=6, monkeypatch=monkeypatch, team=team, **kw)
+    b = _run(False, "isometric", 2, frames=6, **kw)
     assert a.hierarchy is not None and a.hierarchy.edge_offsets.shape[0] - 2 >= 2
     assert np.array_equal(a.x, b.x) and np.array_equal(a.v, b.v)
     assert a.stretch_limit_active == b.stretch_limit_active > 0  # the limit did act, counted alike
     assert a.last_diagnostics.timings_ms["stretch_limit"] > 0.0
 
 
-def test_the_coloured_stretch_limit_keeps_the_serial_strain():
+@pytest.mark.parametrize("aggregates", [False, True])
+def test_the_coloured_stretch_limit_keeps_the_serial_strain(aggregates):
     # 64 x 64 corner sheet falling from flat: its first level (3906 pairs) runs by blocks, the
     # cut pairs after the blocks. The coloured sheet must stay within millimetres of the serial
     # one and its worst-frame P95 strain within a tenth of the serial one's.
@@ -116,7 +135,14 @@ def test_the_coloured_stretch_limit_keeps_the_serial_strain():
     pins[[(n - 1) * n, n * n - 1]] = 1.0
     out = {}
     for mode in ("serial", "colored"):
-        cloth = Cloth(pos, faces, uvs=uv, pin_weights=pins, settings=SolverSettings(solve_mode=mode, threads=2))
+        cloth = Cloth(
+            pos,
+            faces,
+            uvs=uv,
+            pin_weights=pins,
+            settings=SolverSettings(solve_mode=mode, threads=2),
+            options=ClothOptions(coarse_links_between_aggregates=aggregates),
+        )
         p95 = max(cloth.step().strain_p95 for _ in range(12))
         out[mode] = (cloth.x.copy(), p95)
     assert cloth._colored[5].split >= 1 and cloth._fused is not None

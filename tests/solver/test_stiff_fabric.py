@@ -15,7 +15,14 @@ import pytest
 
 from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh, preset
 from selvedge.solver.constraints import hops_to_pins
-from selvedge.solver.multilevel import _sweep_level, _sweep_level_contacts, build_hierarchy
+from selvedge.solver.multilevel import (
+    FIRST_AGGREGATE_LEVEL,
+    _sweep_level,
+    _sweep_level_contacts,
+    aggregate_offsets,
+    aggregate_work,
+    build_hierarchy,
+)
 
 G = 9.81
 
@@ -148,24 +155,91 @@ def test_link_limits_follow_the_grain_compliance_and_bias_links_go_without_shear
             assert bias.sum() == 0
 
 
+AGGREGATES = ClothOptions(coarse_links_between_aggregates=True)
+
+
+def test_aggregate_centres_are_the_centres_of_mass_of_what_moves_with_each_member():
+    """``aggregate_offsets`` against a dense reference written from the definition: the level-l
+    aggregate of member p is p's own row plus its children's aggregates weighted by the prolongation
+    weights, as fine-vertex weight rows ``A_l = A_(l-1) + sum_c w_cp A_(l-1)[c]``; its centre is
+    ``A m x / A m``, and its mass ``A m`` is the level's lumped mass (1 / ``inv_mass[l]``). From
+    ``FIRST_AGGREGATE_LEVEL`` on the offsets lead there; below it they are zero."""
+    pos, faces, _ = grid_mesh(33, 25, 1.0, 0.8, origin=(-0.5, -0.4, 0.0))
+    pins = np.zeros(len(pos))
+    pins[[0, 32]] = 1.0
+    hz = Cloth(pos, faces, pin_weights=pins, material=preset("cotton"), options=AGGREGATES).hierarchy
+    levels = hz.edge_offsets.shape[0] - 2
+    assert levels >= 3
+    mass = np.where(hz.inv_mass[0] > 0, 1.0 / np.where(hz.inv_mass[0] > 0, hz.inv_mass[0], 1.0), 0.0)
+    x = pos + 0.05 * np.random.default_rng(3).normal(size=pos.shape)  # a crumpled state
+    work = aggregate_work(hz, len(pos))
+    aggregate_offsets(x, hz, work)
+    rows = np.eye(len(pos))  # rows[p]: weights over the fine vertices of p's aggregate so far
+    for level in range(1, levels + 1):
+        grown = rows.copy()
+        for c in range(hz.child_offsets[level - 1], hz.child_offsets[level]):
+            for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
+                grown[hz.parents[e]] += hz.parent_weight[e] * rows[hz.children[c]]
+        rows = grown
+        members = np.flatnonzero(hz.inv_mass[level] > 0)
+        m = rows[members] * mass
+        assert np.allclose(m.sum(axis=1), 1.0 / hz.inv_mass[level][members], rtol=1e-12)
+        expected = m @ x / m.sum(axis=1)[:, None] - x[members] if level >= FIRST_AGGREGATE_LEVEL else 0.0
+        assert np.allclose(work.offset[level, members], expected, atol=1e-12)
+    assert np.abs(work.offset[FIRST_AGGREGATE_LEVEL]).max() > 1e-3  # the centres are not the members
+
+
+def test_links_between_aggregates_rest_at_their_centres_distance_and_never_shorter_on_a_curve():
+    """With the option, a link's limit is its aggregates' centres' rest distance (flat sheet);
+    on a half cylinder the centres lie inside the curve, closer than unrolled: there the limit
+    is never lowered, so unrolling is not blocked; links below FIRST_AGGREGATE_LEVEL as without it."""
+    pos, faces, uv = grid_mesh(33, 33, 1.0, 1.0)
+    cotton = preset("cotton")
+    iso = dataclasses.replace(
+        cotton,
+        stretch_compliance_weft=cotton.stretch_compliance_warp,
+        stretch_compliance_bias=cotton.stretch_compliance_warp,
+    )
+    plain = Cloth(pos, faces, uvs=uv, material=iso).hierarchy
+    hz = Cloth(pos, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
+    assert np.array_equal(plain.edges, hz.edges)
+    work = aggregate_work(hz, len(pos))
+    aggregate_offsets(np.ascontiguousarray(pos), hz, work)
+    level = np.searchsorted(hz.edge_offsets, np.arange(hz.edges.shape[0]), side="right") - 1
+    centre = [pos[hz.edges[:, k]] + work.offset[level, hz.edges[:, k]] for k in range(2)]
+    between = np.linalg.norm(centre[0] - centre[1], axis=1)
+    assert np.allclose(hz.max_length, (1 + iso.stretch_limit) * between, rtol=1e-12)
+    low = level < FIRST_AGGREGATE_LEVEL
+    assert np.array_equal(hz.max_length[low], plain.max_length[low]) and not np.allclose(
+        hz.max_length, plain.max_length
+    )
+    theta = pos[:, 0] * np.pi
+    bent = np.stack([np.cos(theta) / np.pi, pos[:, 1], np.sin(theta) / np.pi], axis=1)
+    curved_plain = Cloth(bent, faces, uvs=uv, material=iso).hierarchy
+    curved = Cloth(bent, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
+    assert np.all(curved.max_length >= curved_plain.max_length * (1 - 1e-12))
+
+
 # ----------------------------------------------------------------------------------------------
 # The strain-limit constraint against finite differences.
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(4))
 def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit(seed):
+    """Measured between the ends' aggregates' centres ``x + offset`` (``offset`` zero: the ends)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(2, 3))
+    offset = 0.1 * rng.normal(size=(2, 3)) if seed % 2 else np.zeros((2, 3))
     inv_mass = rng.uniform(0.5, 2.0, 2)
     edges = np.array([[0, 1]], np.int64)
-    length = np.linalg.norm(x[0] - x[1])
+    length = np.linalg.norm(x[0] + offset[0] - x[1] - offset[1])
     limit = np.array([0.8 * length])  # violating
 
     def C(y):
-        return np.linalg.norm(y[0] - y[1]) - limit[0]
+        return np.linalg.norm(y[0] + offset[0] - y[1] - offset[1]) - limit[0]
 
     grad = _central_difference(C, x)
     y = x.copy()
-    assert _sweep_level(y, inv_mass, edges, limit, 0, 1) == 1
+    assert _sweep_level(y, inv_mass, edges, limit, 0, 1, offset) == 1
     # XPBD with alpha = 0: dx_j = -w_j grad_j C C / sum_k w_k |grad_k C|^2
     dlam = -C(x) / sum(inv_mass[k] * grad[k] @ grad[k] for k in range(2))
     for j in range(2):
@@ -174,7 +248,7 @@ def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit
     # inside the limit nothing moves
     z = y.copy()
     limit[0] = 1.5 * length
-    assert _sweep_level(z, inv_mass, edges, limit, 0, 1) == 0 and np.array_equal(z, y)
+    assert _sweep_level(z, inv_mass, edges, limit, 0, 1, offset) == 0 and np.array_equal(z, y)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -204,7 +278,7 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     P = [np.eye(3) - np.outer(n, n), np.eye(3)]
     dlam = -C(x) / sum(inv_mass[k] * grad[k] @ P[k] @ grad[k] for k in range(2))
     y = x.copy()
-    assert _sweep_level_contacts(y, inv_mass, edges, limit, 0, 1, normal) == 1
+    assert _sweep_level_contacts(y, inv_mass, edges, limit, 0, 1, np.zeros((2, 3)), normal) == 1
     for k in range(2):
         assert np.allclose(y[k] - x[k], inv_mass[k] * P[k] @ grad[k] * dlam, atol=1e-8)
     assert abs((y[0] - x[0]) @ n) < 1e-12  # slid along the surface, not into it
@@ -213,7 +287,9 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     normal[1] = -d
     normal[0] = d
     z = x.copy()
-    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, normal) == 0 and np.array_equal(z, x)
+    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, np.zeros((2, 3)), normal) == 0 and np.array_equal(
+        z, x
+    )
 
 
 # ----------------------------------------------------------------------------------------------
