@@ -66,6 +66,11 @@ VARIANTS = {
     ),
 }
 VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
+VARIANTS["aggregates"] = (
+    "coarse links between aggregate centres",
+    dict(coarse_links_between_aggregates=True),
+    {},
+)
 #: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
 for _n in (1, 2, 3):
     VARIANTS[f"fine_projection{_n}"] = (f"fine projection, {_n} Newton steps x 5 CG", dict(fine_projection=_n), {})

@@ -21,7 +21,10 @@ Levels (built once from the rest state, :func:`build_hierarchy`):
 
 Constraints: a coarse edge is a strain-limit inequality (:mod:`.strain_limit`): it acts only when
 its vertices are further apart than ``(1 + stretch_limit)`` times its rest length, as HPBD's
-unilateral links do. So it never stiffens bending or compression, and below the limit the
+unilateral links do. With ``ClothOptions.coarse_links_between_aggregates`` a link from level 2 up
+is measured between its members' aggregates' centres of mass instead (:func:`aggregate_offsets`):
+the correction moves the aggregates, so that is the constraint it projects, and the pass no longer
+pumps energy into a cloth at rest. So it never stiffens bending or compression, and below the limit the
 material's own compliance decides how much the cloth stretches; the limit is a material property
 (``Material.stretch_limit``). The mesh itself (level 0) is left to the XPBD stretch constraints: the same
 inequality on the mesh edges as well bought nothing measurable (docs/design/stiff_fabric.md).
