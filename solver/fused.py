@@ -167,9 +167,10 @@ class FusedSchedule:
     def _multilevel_steps(blocked, n_blocks, between_aggregates):
         """Steps of one coarse-to-fine pass (:func:`.multilevel.solve_multilevel` over the blocked
         hierarchy, same order): with ``between_aggregates`` the aggregates' centres in one item
-        (:func:`.multilevel.aggregate_offsets`), the levels kept in serial order (``blocked.split + 1 .. L``) in one item, the whole snapshot
-        first; then per blocked level its blocks (a block's snapshot first when no item came
-        before), the pairs crossing a cut, and the children by block. As (items, owners) pairs."""
+        (:func:`.multilevel.aggregate_offsets`), the levels kept in serial order
+        (``blocked.split + 1 .. L``) in one item, the whole snapshot first; then per blocked level
+        its blocks (a block's snapshot first when no item came before), the pairs crossing a cut,
+        and the children by block. As (items, owners) pairs."""
         if blocked is None:
             return []
         hz = blocked.hierarchy

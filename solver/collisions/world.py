@@ -96,10 +96,11 @@ class CollisionWorld:
     the whole list.
 
     ``crossing_refinements``: a frame that ends with more crossing triangle pairs that the contacts
-    keep apart (``"intersections_guarded"``) than it started with is rolled back and run again with twice the substeps, up to this many times (2: at most 4x
-    the substeps; 0 = off). Turning it on counts the crossings at every frame end. The cause it
-    answers: a fast fold at too few substeps (docs/design/cloth_contacts.md, "Crossings on the
-    garment"), paid for only in the frames that fold. A cloth whose ``SolverSettings`` ask for it
+    keep apart (``"intersections_guarded"``) than it started with is rolled back and run again
+    with twice the substeps, up to this many times (2: at most 4x the substeps; 0 = off). Turning
+    it on counts the crossings at every frame end. The cause it answers: a fast fold at too few
+    substeps (docs/design/cloth_contacts.md, "Crossings on the garment"), paid for only in the
+    frames that fold. A cloth whose ``SolverSettings`` ask for it
     (``stretch_refinements``) also sends the world's frame back when it ends stretched.
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
