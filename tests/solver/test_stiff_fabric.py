@@ -101,14 +101,25 @@ def test_coarse_masses_sum_to_the_cloth_mass_without_pins():
         assert abs((1.0 / hz.inv_mass[level][verts]).sum() - total) < 1e-12 * total
 
 
-def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_curved_one():
-    pos, faces, uv = grid_mesh(17, 17, 1.0, 1.0)
+def _one_limit_cotton():
+    """Cotton with one stretch limit for every link (weft and bias as compliant as the warp)."""
     cotton = preset("cotton")
-    iso = dataclasses.replace(
+    return dataclasses.replace(
         cotton,
         stretch_compliance_weft=cotton.stretch_compliance_warp,
         stretch_compliance_bias=cotton.stretch_compliance_warp,
-    )  # one limit for every link
+    )
+
+
+def _half_cylinder(pos):
+    """A unit sheet in the x-y plane rolled into a half cylinder about the y axis."""
+    theta = pos[:, 0] * np.pi
+    return np.stack([np.cos(theta) / np.pi, pos[:, 1], np.sin(theta) / np.pi], axis=1)
+
+
+def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_curved_one():
+    pos, faces, uv = grid_mesh(17, 17, 1.0, 1.0)
+    iso = _one_limit_cotton()
     limit = iso.stretch_limit
     cloth = Cloth(pos, faces, uvs=uv, material=iso)
     hz = cloth.hierarchy
@@ -117,8 +128,7 @@ def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_c
     assert np.allclose(hz.max_length[hz.edge_offsets[1] :], (1 + limit) * chord, rtol=1e-12)
     # a half cylinder: the coarse rest length is a path over the mesh, never the (shorter) chord,
     # so unrolling it is not blocked
-    theta = pos[:, 0] * np.pi
-    bent = np.stack([np.cos(theta) / np.pi, pos[:, 1], np.sin(theta) / np.pi], axis=1)
+    bent = _half_cylinder(pos)
     curved = Cloth(bent, faces, uvs=uv, material=iso)
     hz = curved.hierarchy
     coarse = hz.edges[hz.edge_offsets[1] :]
@@ -194,12 +204,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     on a half cylinder the centres lie inside the curve, closer than unrolled: there the limit
     is never lowered, so unrolling is not blocked; links below FIRST_AGGREGATE_LEVEL as without it."""
     pos, faces, uv = grid_mesh(33, 33, 1.0, 1.0)
-    cotton = preset("cotton")
-    iso = dataclasses.replace(
-        cotton,
-        stretch_compliance_weft=cotton.stretch_compliance_warp,
-        stretch_compliance_bias=cotton.stretch_compliance_warp,
-    )
+    iso = _one_limit_cotton()
     plain = Cloth(pos, faces, uvs=uv, material=iso).hierarchy
     hz = Cloth(pos, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
     assert np.array_equal(plain.edges, hz.edges)
@@ -213,8 +218,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     assert np.array_equal(hz.max_length[low], plain.max_length[low]) and not np.allclose(
         hz.max_length, plain.max_length
     )
-    theta = pos[:, 0] * np.pi
-    bent = np.stack([np.cos(theta) / np.pi, pos[:, 1], np.sin(theta) / np.pi], axis=1)
+    bent = _half_cylinder(pos)
     curved_plain = Cloth(bent, faces, uvs=uv, material=iso).hierarchy
     curved = Cloth(bent, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
     assert np.all(curved.max_length >= curved_plain.max_length * (1 - 1e-12))
