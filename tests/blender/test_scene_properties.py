@@ -103,11 +103,15 @@ def test_object_and_scene_settings_reach_the_solver():
     obj = new_mesh_object()
     c = obj.selvedge
     c.bending_model, c.use_tethers, c.tether_scale = "isometric", False, 1.2
-    c.stretch_projection_steps, c.use_compression_limit = 3, True
+    # Settle at Rest: off by default, as in the solver
+    assert c.use_settle_at_rest is False and s2s.options_from_settings(c).coarse_links_between_aggregates is False
+    assert solver.ClothOptions().coarse_links_between_aggregates is False
+    c.stretch_projection_steps, c.use_compression_limit, c.use_settle_at_rest = 3, True, True
     c.damping_s, c.friction, c.density_kg_m2, c.thickness_m, c.air_drag_per_s = 0.002, 0.3, 0.4, 0.003, 1.5
     options = s2s.options_from_settings(c)
     assert (options.bending_model, options.tethers) == ("isometric", False)
     assert (options.fine_projection, options.fine_projection_compression) == (3, True)
+    assert options.coarse_links_between_aggregates is True
     assert options.tether_scale == pytest.approx(1.2, rel=1e-7)
     m = s2s.material_from_settings(c)
     cotton = solver.preset("cotton")
