@@ -60,6 +60,7 @@ DEFAULTS = SimpleNamespace(
     use_tethers=True,
     stretch_projection_steps=0,
     use_compression_limit=False,
+    use_settle_at_rest=False,
     tether_scale=1.05,
     use_self_collision=True,
     use_cloth_collision=False,
