@@ -100,8 +100,8 @@ class CollisionWorld:
     with twice the substeps, up to this many times (2: at most 4x the substeps; 0 = off). Turning
     it on counts the crossings at every frame end. The cause it answers: a fast fold at too few
     substeps (docs/design/cloth_contacts.md, "Crossings on the garment"), paid for only in the
-    frames that fold. A cloth whose ``SolverSettings`` ask for it
-    (``stretch_refinements``) also sends the world's frame back when it ends stretched.
+    frames that fold. A cloth whose ``SolverSettings`` ask for it (``stretch_refinements``) also
+    sends the world's frame back when it ends stretched.
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
