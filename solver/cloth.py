@@ -324,7 +324,7 @@ class Cloth:
         self._ml_snapshot = np.zeros_like(rest)
         #: the coarse pass's aggregate centres (:func:`.multilevel.aggregate_offsets`); the blocked
         #: hierarchy of the coloured mode has the same levels
-        self._ml_work = aggregate_work(self.hierarchy, rest.shape[0])
+        self._ml_work = aggregate_work(self.hierarchy, rest.shape[0], self.options.coarse_links_between_aggregates)
         #: per vertex, the direction the contacts pushed it in the last substep (summed over its
         #: contacts, the contact handler's and a world's; zero: none): the coarse pass slides such a
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
@@ -1277,14 +1277,13 @@ class Cloth:
         ``options.stretch_limit_contacts``, respecting the contacts of the last substep
         (:func:`.multilevel.solve_multilevel_contacts`)."""
         t0 = time.perf_counter()
-        aggregates = self.options.coarse_links_between_aggregates
         if self.options.stretch_limit_contacts:
             unit_rows(self.contact_push)
             self.stretch_limit_active = solve_multilevel_contacts(
-                self.x, self._ml_snapshot, levels, self.contact_push, self._ml_work, aggregates
+                self.x, self._ml_snapshot, levels, self.contact_push, self._ml_work
             )
         else:
-            self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels, self._ml_work, aggregates)
+            self.stretch_limit_active = solve_multilevel(self.x, self._ml_snapshot, levels, self._ml_work)
         tick("stretch_limit", t0)
         if check_phases:
             self._check("the stretch limit", sub, h)

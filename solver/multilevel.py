@@ -48,7 +48,7 @@ from . import _numba_setup  # noqa: F401
 from ._intrinsics import sqrt
 from .geodesic import edge_adjacency, k_nearest_sources_geodesic
 from .kernels import _JIT
-from .strain_limit import solve_strain_limit, solve_strain_limit_contacts
+from .strain_limit import _between_centres, _between_members, solve_strain_limit, solve_strain_limit_contacts
 
 #: A level with fewer vertices than this is not built (its edges would span the whole cloth).
 MIN_LEVEL_VERTICES = 8
@@ -307,7 +307,7 @@ def _between_aggregates(hz: Hierarchy, positions: np.ndarray, flat_rest: bool) -
     if hz.edges.shape[0] == 0:
         return hz
     rest = np.ascontiguousarray(positions, dtype=np.float64)
-    work = aggregate_work(hz, rest.shape[0])
+    work = aggregate_work(hz, rest.shape[0], True)
     aggregate_offsets(rest, hz, work)
     e = hz.edges
     level = np.searchsorted(hz.edge_offsets, np.arange(e.shape[0]), side="right") - 1
@@ -321,24 +321,36 @@ def _between_aggregates(hz: Hierarchy, positions: np.ndarray, flat_rest: bool) -
 
 @njit(**_JIT)
 def _sweep_level(x, inv_mass, edges, max_length, first, stop, offset):
+    """Links ``first:stop`` in order; ``offset``: the level's (N, 3) :func:`aggregate_offsets`, or
+    no rows for links measured between their members. The choice is made once, outside the loop
+    (a test per link made the members' pass 4 x slower)."""
     active = 0
-    for k in range(first, stop):
-        active += solve_strain_limit(k, x, inv_mass, edges, max_length, offset)
+    if offset.shape[0] == 0:
+        for k in range(first, stop):
+            i, j, dx, dy, dz = _between_members(k, x, edges)
+            active += solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, max_length[k])
+    else:
+        for k in range(first, stop):
+            i, j, dx, dy, dz = _between_centres(k, x, edges, offset)
+            active += solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, max_length[k])
     return active
 
 
 class AggregateWork(NamedTuple):
     """Scratch of :func:`aggregate_offsets`: ``centre``, ``pending`` (N, 3) and ``offset``
-    (levels + 1, N, 3): ``offset[l, p]`` from level-l member p to its aggregate's centre of mass."""
+    (levels + 1, N, 3): ``offset[l, p]`` from level-l member p to its aggregate's centre of mass.
+    Without the links between aggregates every array has no rows (nothing is held or read)."""
 
     centre: np.ndarray
     pending: np.ndarray
     offset: np.ndarray
 
 
-def aggregate_work(hierarchy: Hierarchy | None, n: int) -> AggregateWork:
-    """The scratch of :func:`aggregate_offsets` for ``hierarchy`` (None: no levels) over n vertices."""
+def aggregate_work(hierarchy: Hierarchy | None, n: int, between_aggregates: bool) -> AggregateWork:
+    """The scratch of :func:`aggregate_offsets` for ``hierarchy`` (None: no levels) over n
+    vertices; empty unless ``between_aggregates`` (the links are then measured between members)."""
     rows = 1 if hierarchy is None else hierarchy.edge_offsets.shape[0] - 1
+    n = n if between_aggregates else 0
     return AggregateWork(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((rows, n, 3)))
 
 
@@ -355,6 +367,8 @@ def aggregate_offsets(x, hierarchy, work):
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     centre, pending, offset = work.centre, work.pending, work.offset
+    if centre.shape[0] == 0:  # an empty work: links between members, nothing to measure
+        return
     n = x.shape[0]
     for v in range(n):
         for d in range(3):
@@ -436,16 +450,16 @@ def solve_levels(x, x_snapshot, hierarchy, top, bottom, offset):
 
 
 @njit(**_JIT)
-def solve_multilevel(x, x_snapshot, hierarchy, work, between_aggregates):
+def solve_multilevel(x, x_snapshot, hierarchy, work):
     """One coarse-to-fine pass over levels L .. 1 (module docstring); the number of violating
     coarse pairs it projected (the active set, for the diagnostics). ``work``: :func:`aggregate_work`
-    (its offsets stay zero unless ``between_aggregates``)."""
+    (with no rows the links are measured between their members, as without
+    ``ClothOptions.coarse_links_between_aggregates``)."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     if levels == 0:
         return 0
-    if between_aggregates:
-        aggregate_offsets(x, hz, work)
+    aggregate_offsets(x, hz, work)
     snapshot_range(x, x_snapshot, hz.snapshot, 0, hz.snapshot.shape[0])
     return solve_levels(x, x_snapshot, hz, levels, 1, work.offset)
 
@@ -526,9 +540,16 @@ def blocked_hierarchy(hz: Hierarchy, part: np.ndarray, n_blocks: int, min_pairs:
 # The coarse pass with the contacts respected (ClothOptions.stretch_limit_contacts, issue 21).
 @njit(**_JIT)
 def _sweep_level_contacts(x, inv_mass, edges, max_length, first, stop, offset, normal):
+    """:func:`_sweep_level` with :func:`.strain_limit.solve_strain_limit_contacts`."""
     active = 0
-    for k in range(first, stop):
-        active += solve_strain_limit_contacts(k, x, inv_mass, edges, max_length, offset, normal)
+    if offset.shape[0] == 0:
+        for k in range(first, stop):
+            i, j, dx, dy, dz = _between_members(k, x, edges)
+            active += solve_strain_limit_contacts(x, inv_mass, i, j, dx, dy, dz, max_length[k], normal)
+    else:
+        for k in range(first, stop):
+            i, j, dx, dy, dz = _between_centres(k, x, edges, offset)
+            active += solve_strain_limit_contacts(x, inv_mass, i, j, dx, dy, dz, max_length[k], normal)
     return active
 
 
@@ -545,7 +566,7 @@ def unit_rows(normal):
 
 
 @njit(**_JIT)
-def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal, work, between_aggregates):
+def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal, work):
     """:func:`solve_multilevel` where a vertex with a unit push direction ``normal[i]`` (a contact
     touched it in the last substep; zero rows for the others) is never moved into that contact,
     neither by a link (:func:`.strain_limit.solve_strain_limit_contacts`) nor by its parents (the
@@ -555,8 +576,7 @@ def solve_multilevel_contacts(x, x_snapshot, hierarchy, normal, work, between_ag
     active = 0
     if levels == 0:
         return 0
-    if between_aggregates:
-        aggregate_offsets(x, hz, work)
+    aggregate_offsets(x, hz, work)
     snapshot_range(x, x_snapshot, hz.snapshot, 0, hz.snapshot.shape[0])
     for level in range(levels, 0, -1):
         active += _sweep_level_contacts(

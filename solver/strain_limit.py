@@ -27,24 +27,32 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def _violation(k, x, inv_mass, vertices, max_length, offset):
-    """Pair k's ends, separation and masses, and whether it is longer than ``max_length[k]`` with
-    a movable end: ``(violating, i, j, dx, dy, dz, length, limit, wi, wj, w)`` (``length`` only
-    computed for a violating pair). The separation is that of the two ends' aggregates,
-    ``x + offset`` (:func:`.multilevel.aggregate_offsets`)."""
+def _between_members(k, x, vertices):
+    """Pair k's ends and the separation ``x_i - x_j`` of the two members themselves."""
     i = vertices[k, 0]
     j = vertices[k, 1]
-    dx = x[i, 0] + offset[i, 0] - x[j, 0] - offset[j, 0]
-    dy = x[i, 1] + offset[i, 1] - x[j, 1] - offset[j, 1]
-    dz = x[i, 2] + offset[i, 2] - x[j, 2] - offset[j, 2]
+    return i, j, x[i, 0] - x[j, 0], x[i, 1] - x[j, 1], x[i, 2] - x[j, 2]
+
+
+@njit(inline="always", **_JIT)
+def _between_centres(k, x, vertices, offset):
+    """Pair k's ends and the separation of their aggregates' centres, ``x + offset``
+    (:func:`.multilevel.aggregate_offsets`)."""
+    i, j, dx, dy, dz = _between_members(k, x, vertices)
+    return i, j, dx + offset[i, 0] - offset[j, 0], dy + offset[i, 1] - offset[j, 1], dz + offset[i, 2] - offset[j, 2]
+
+
+@njit(inline="always", **_JIT)
+def _violation(i, j, dx, dy, dz, inv_mass, limit):
+    """Whether the pair (i, j) with separation (dx, dy, dz) is longer than ``limit`` with a movable
+    end: ``(violating, length, wi, wj, w)`` (``length`` only computed for a violating pair)."""
     length_sq = dx * dx + dy * dy + dz * dz
-    limit = max_length[k]
     wi = inv_mass[i]
     wj = inv_mass[j]
     w = wi + wj
     if length_sq <= limit * limit or w <= 0.0:
-        return False, i, j, dx, dy, dz, 0.0, limit, wi, wj, w
-    return True, i, j, dx, dy, dz, sqrt(length_sq), limit, wi, wj, w
+        return False, 0.0, wi, wj, w
+    return True, sqrt(length_sq), wi, wj, w
 
 
 @njit(inline="always", **_JIT)
@@ -60,13 +68,13 @@ def _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w):
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit(k, x, inv_mass, vertices, max_length, offset):
-    """Project pair k back onto ``max_length[k]`` when it is longer (see the module docstring);
-    ``offset``: (N, 3) from each end to its aggregate's centre of mass (zeros: the ends themselves).
+def solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, limit):
+    """Project the pair (i, j), separated by (dx, dy, dz) (:func:`_between_members` or
+    :func:`_between_centres`), back onto ``limit`` when it is longer (see the module docstring).
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
-    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length, offset)
+    violating, length, wi, wj, w = _violation(i, j, dx, dy, dz, inv_mass, limit)
     if not violating:
         return 0
     _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w)
@@ -74,13 +82,13 @@ def solve_strain_limit(k, x, inv_mass, vertices, max_length, offset):
 
 
 @njit(inline="always", **_JIT)
-def solve_strain_limit_contacts(k, x, inv_mass, vertices, max_length, offset, normal):
+def solve_strain_limit_contacts(x, inv_mass, i, j, dx, dy, dz, limit, normal):
     """:func:`solve_strain_limit` that never presses a vertex into its contact (module docstring);
     ``normal``: (N, 3) unit push directions of the vertices in contact, zero rows elsewhere.
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
-    violating, i, j, dx, dy, dz, length, limit, wi, wj, w = _violation(k, x, inv_mass, vertices, max_length, offset)
+    violating, length, wi, wj, w = _violation(i, j, dx, dy, dz, inv_mass, limit)
     if not violating:
         return 0
     # i moves along -d, j along +d; a contact normal against that direction is "inward"

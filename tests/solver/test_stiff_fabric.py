@@ -182,7 +182,7 @@ def test_aggregate_centres_are_the_centres_of_mass_of_what_moves_with_each_membe
     assert levels >= 3
     mass = np.where(hz.inv_mass[0] > 0, 1.0 / np.where(hz.inv_mass[0] > 0, hz.inv_mass[0], 1.0), 0.0)
     x = pos + 0.05 * np.random.default_rng(3).normal(size=pos.shape)  # a crumpled state
-    work = aggregate_work(hz, len(pos))
+    work = aggregate_work(hz, len(pos), True)
     aggregate_offsets(x, hz, work)
     rows = np.eye(len(pos))  # rows[p]: weights over the fine vertices of p's aggregate so far
     for level in range(1, levels + 1):
@@ -208,7 +208,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     plain = Cloth(pos, faces, uvs=uv, material=iso).hierarchy
     hz = Cloth(pos, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
     assert np.array_equal(plain.edges, hz.edges)
-    work = aggregate_work(hz, len(pos))
+    work = aggregate_work(hz, len(pos), True)
     aggregate_offsets(np.ascontiguousarray(pos), hz, work)
     level = np.searchsorted(hz.edge_offsets, np.arange(hz.edges.shape[0]), side="right") - 1
     centre = [pos[hz.edges[:, k]] + work.offset[level, hz.edges[:, k]] for k in range(2)]
@@ -229,17 +229,19 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(4))
 def test_strain_limit_projection_moves_along_the_gradient_and_lands_on_the_limit(seed):
-    """Measured between the ends' aggregates' centres ``x + offset`` (``offset`` zero: the ends)."""
+    """Measured between the ends' aggregates' centres ``x + offset`` (``offset`` zero or without
+    rows: the ends themselves, by the centres' loop and by the members' one)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(2, 3))
-    offset = 0.1 * rng.normal(size=(2, 3)) if seed % 2 else np.zeros((2, 3))
+    offset = 0.1 * rng.normal(size=(2, 3)) if seed % 2 else np.zeros((2 * (seed // 2), 3))
+    centres = offset if len(offset) else np.zeros((2, 3))
     inv_mass = rng.uniform(0.5, 2.0, 2)
     edges = np.array([[0, 1]], np.int64)
-    length = np.linalg.norm(x[0] + offset[0] - x[1] - offset[1])
+    length = np.linalg.norm(x[0] + centres[0] - x[1] - centres[1])
     limit = np.array([0.8 * length])  # violating
 
     def C(y):
-        return np.linalg.norm(y[0] + offset[0] - y[1] - offset[1]) - limit[0]
+        return np.linalg.norm(y[0] + centres[0] - y[1] - centres[1]) - limit[0]
 
     grad = _central_difference(C, x)
     y = x.copy()
@@ -261,7 +263,9 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     the XPBD step of the constraint restricted to the allowed motions, dx_k = -w_k P_k grad_k C
     C / sum_m w_m grad_m^T P_m grad_m (P_0 = I - n n^T, P_1 = I), with the gradient by finite
     differences; the violation drops to second order, and with both ends held against the pull
-    (a link whose chord runs through a body) nothing moves."""
+    (a link whose chord runs through a body) nothing moves. Measured between the members (odd
+    seeds: between centres at zero offset, the same step)."""
+    members = np.zeros((2 * (seed % 2), 3))
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(2, 3))
     inv_mass = rng.uniform(0.5, 2.0, 2)
@@ -282,7 +286,7 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     P = [np.eye(3) - np.outer(n, n), np.eye(3)]
     dlam = -C(x) / sum(inv_mass[k] * grad[k] @ P[k] @ grad[k] for k in range(2))
     y = x.copy()
-    assert _sweep_level_contacts(y, inv_mass, edges, limit, 0, 1, np.zeros((2, 3)), normal) == 1
+    assert _sweep_level_contacts(y, inv_mass, edges, limit, 0, 1, members, normal) == 1
     for k in range(2):
         assert np.allclose(y[k] - x[k], inv_mass[k] * P[k] @ grad[k] * dlam, atol=1e-8)
     assert abs((y[0] - x[0]) @ n) < 1e-12  # slid along the surface, not into it
@@ -291,7 +295,7 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     normal[1] = -d
     normal[0] = d
     z = x.copy()
-    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, np.zeros((2, 3)), normal) == 0 and np.array_equal(
+    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, members, normal) == 0 and np.array_equal(
         z, x
     )
 
