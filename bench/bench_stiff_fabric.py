@@ -57,7 +57,7 @@ VARIANTS = {
     ),
     "no_tethers": ("defaults without tethers", dict(tethers=False), {}),
     "limit_20x1": ("stretch limit at 20 x 1", {}, dict(substeps=20)),
-    "aggregates": ("coarse links between aggregate centres", dict(coarse_links_between_aggregates=True), {}),
+    "aggregates": ("coarse links halfway to their aggregates' centres", dict(coarse_links_between_aggregates=True), {}),
     "plain_20x1": (
         "20 x 1, no tethers, no stretch limit",
         dict(stretch_limiting=False, tethers=False),

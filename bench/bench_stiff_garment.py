@@ -67,7 +67,7 @@ VARIANTS = {
 }
 VARIANTS["substeps40"] = ("40 substeps", {}, dict(substeps=40))
 VARIANTS["aggregates"] = (
-    "coarse links between aggregate centres",
+    "coarse links halfway to their aggregates' centres",
     dict(coarse_links_between_aggregates=True),
     {},
 )

@@ -26,10 +26,11 @@ material's own compliance decides how much the cloth stretches; the limit is a m
 (``Material.stretch_limit``). The mesh itself (level 0) is left to the XPBD stretch constraints: the same
 inequality on the mesh edges as well bought nothing measurable (docs/design/stiff_fabric.md).
 
-With ``ClothOptions.coarse_links_between_aggregates`` a link from level 2 up is measured between its
-members' aggregates' centres of mass instead (:func:`aggregate_offsets`): the correction moves the
-aggregates, so that is the constraint it projects, and the pass no longer pumps energy into a
-cloth at rest (off by default: it holds a hanging sheet less; docs/design/stiff_fabric.md).
+With ``ClothOptions.coarse_links_between_aggregates`` (off by default) a link is measured halfway
+between its members and their aggregates' centres of mass (:func:`aggregate_offsets`,
+``CENTRE_WEIGHT``): the correction moves the aggregates, and a link measured at the members alone
+applied their fine-scale motion to whole aggregates, which pumped energy into a cloth at rest
+(docs/design/stiff_fabric.md, "Links between aggregates").
 
 Solve (each iteration of each substep, :func:`solve_multilevel`): snapshot the level-1 vertices;
 for l = L .. 1: one Gauss-Seidel pass over level l's edges (pin-outward order), then every
@@ -54,11 +55,12 @@ from .strain_limit import _between_centres, _between_members, solve_strain_limit
 MIN_LEVEL_VERTICES = 8
 #: Levels at most (above the mesh); 6 reach ~25 vertices from 100k.
 MAX_LEVELS = 8
-#: With ``between_aggregates``, the first level whose links are measured between aggregate centres
-#: (:func:`aggregate_offsets`). Level 1 stays measured between its members: its aggregates are a
-#: member and its ring, it does not pump (14 drops on a ball all settle from level 2, 9 do not
-#: from level 3), and between centres it holds a landing garment less (P95 14.6 against 13.6 %).
-FIRST_AGGREGATE_LEVEL = 2
+#: With ``between_aggregates``, where a link is measured: at ``x + CENTRE_WEIGHT (c - x)`` of each
+#: end, between the member x itself (0) and its aggregate's centre of mass c (1), on every level.
+#: 56 drops of a sheet on a ball (24 s): every one settles from 0.5 up (1 of 28 keeps moving at
+#: 0.25, 25 of 42 at 0); a two-corner 64 x 64 sheet holds P95 1.41 % at 0.5, 1.85 % at 1
+#: (docs/design/stiff_fabric.md, "Links between aggregates").
+CENTRE_WEIGHT = 0.5
 
 
 class Hierarchy(NamedTuple):
@@ -337,40 +339,52 @@ def _sweep_level(x, inv_mass, edges, max_length, first, stop, offset):
 
 
 class AggregateWork(NamedTuple):
-    """Scratch of :func:`aggregate_offsets`: ``centre``, ``pending`` (N, 3) and ``offset``
-    (levels + 1, N, 3): ``offset[l, p]`` from level-l member p to its aggregate's centre of mass.
+    """Scratch of :func:`aggregate_offsets`: ``centre``, ``pending`` (N, 3), ``offset``
+    (levels + 1, N, 3): ``offset[l, p]`` from level-l member p to where its links are measured,
+    and the free members of each level (level l's between ``member_start[l]`` and ``[l + 1]``).
     Without the links between aggregates every array has no rows (nothing is held or read)."""
 
     centre: np.ndarray
     pending: np.ndarray
     offset: np.ndarray
+    member_start: np.ndarray
+    members: np.ndarray
 
 
 def aggregate_work(hierarchy: Hierarchy | None, n: int, between_aggregates: bool) -> AggregateWork:
     """The scratch of :func:`aggregate_offsets` for ``hierarchy`` (None: no levels) over n
     vertices; empty unless ``between_aggregates`` (the links are then measured between members)."""
     rows = 1 if hierarchy is None else hierarchy.edge_offsets.shape[0] - 1
+    free = [np.zeros(0, np.int64)] * rows
+    if hierarchy is not None and between_aggregates:
+        free = [np.zeros(0, np.int64)] + [np.flatnonzero(hierarchy.inv_mass[level] > 0.0) for level in range(1, rows)]
     n = n if between_aggregates else 0
-    return AggregateWork(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((rows, n, 3)))
+    return AggregateWork(
+        np.zeros((n, 3)),
+        np.zeros((n, 3)),
+        np.zeros((rows, n, 3)),
+        np.cumsum([0] + [f.size for f in free]).astype(np.int64),
+        np.concatenate(free).astype(np.int64),
+    )
 
 
 @njit(**_JIT)
 def aggregate_offsets(x, hierarchy, work):
-    """``work.offset[l, p]``: from each level-l member p to the centre of mass of its aggregate
-    (p and, through the levels below, the vertices that move with it). Level by level from the
-    mesh: ``c_p = (m_p c_p + sum_c w_cp m_c c_c) / M_p``, the children's centres weighted as the
+    """``work.offset[l, p]``: from each level-l member p to the point its links are measured at,
+    ``CENTRE_WEIGHT`` of the way to the centre of mass of its aggregate (p and, through the levels
+    below, the vertices that move with it). Level by level from the mesh:
+    ``c_p = (m_p c_p + sum_c w_cp m_c c_c) / M_p``, the children's centres weighted as the
     prolongation moves them (``M_p = m_p + sum_c w_cp m_c``, the level's lumped mass). A link
-    measured between these centres is the constraint its correction (the members' Gauss-Seidel
-    step, the children following by their weights) projects in the mass norm; measured between the
-    members themselves, the correction moves more than the constraint sees, and the levels pumped
-    energy into a cloth at rest (docs/design/stiff_fabric.md, "Links between aggregates")."""
+    measured at the members alone reads their fine-scale motion, which its correction then applies
+    to whole aggregates: the levels pumped energy into a cloth at rest. The centre averages that
+    motion out, at the price of seeing less of a stretch inside an aggregate (docs/design/stiff_fabric.md,
+    "Links between aggregates"). Pinned members are their own centres (offset 0)."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     centre, pending, offset = work.centre, work.pending, work.offset
     if centre.shape[0] == 0:  # an empty work: links between members, nothing to measure
         return
-    n = x.shape[0]
-    for v in range(n):
+    for v in range(x.shape[0]):
         for d in range(3):
             centre[v, d] = x[v, d]
     for level in range(1, levels + 1):
@@ -381,17 +395,17 @@ def aggregate_offsets(x, hierarchy, work):
             m_c = 1.0 / inv_below[i]  # children are never pinned
             for e in range(hz.parent_start[c], hz.parent_start[c + 1]):
                 p = hz.parents[e]
-                w = hz.parent_weight[e] * m_c
-                for d in range(3):
-                    pending[p, d] += w * centre[i, d]
-        for v in range(n):
-            if inv_here[v] > 0.0:  # a free member (a pinned one is its own centre)
-                m_p = 1.0 / inv_below[v]
-                for d in range(3):
-                    centre[v, d] = (m_p * centre[v, d] + pending[v, d]) * inv_here[v]
+                if inv_here[p] > 0.0:  # a pinned parent is its own centre
+                    w = hz.parent_weight[e] * m_c
+                    for d in range(3):
+                        pending[p, d] += w * centre[i, d]
+        for k in range(work.member_start[level], work.member_start[level + 1]):
+            v = work.members[k]
+            m_p = 1.0 / inv_below[v]
             for d in range(3):
+                centre[v, d] = (m_p * centre[v, d] + pending[v, d]) * inv_here[v]
                 pending[v, d] = 0.0
-                offset[level, v, d] = centre[v, d] - x[v, d] if level >= FIRST_AGGREGATE_LEVEL else 0.0
+                offset[level, v, d] = CENTRE_WEIGHT * (centre[v, d] - x[v, d])
 
 
 @njit(**_JIT)

@@ -119,12 +119,14 @@ class ClothOptions:
     #: Off by default: with it a 1 m sheet dropped on a sphere never settles (kinetic energy stays
     #: ~2e-6 of its peak, a corner at 3-7 cm/s after 12-20 s, against 7e-9 at 16 s without).
     stretch_limit_contacts: bool = False
-    #: Measure the coarse links from level 2 up between their members' aggregates' centres of mass
-    #: (what the coarse pass's correction moves) instead of between the members: the coarse pass is
-    #: then the projection of the constraint it measures, and a cloth at rest on a collider settles
-    #: (every one of 14 sheets dropped on a ball, where 9 kept moving at 3-40 cm/s). Off by default:
-    #: the levels then hold a hanging sheet less (two-corner 64 x 64 sheet P95 1.0 -> 1.9 %;
-    #: docs/design/stiff_fabric.md, "Links between aggregates").
+    #: Measure each coarse link halfway between its members and their aggregates' centres of mass
+    #: (``multilevel.CENTRE_WEIGHT``; the aggregates are what the link's correction moves) instead
+    #: of at the members, whose fine-scale motion the correction would apply to whole aggregates: so
+    #: a cloth at rest on a collider settles (56 of 56 sheets dropped on a ball, where 25 of 42 kept
+    #: moving at 3-60 cm/s with the links between members). Off by default: a two-corner 64 x 64
+    #: sheet's P95 1.0 -> 1.4 %, 1.1-1.2 x the time, and a tube hanging from a pinned ring (a skirt)
+    #: stretches under the ring (max 0.7 -> 3.0 %) and settles slower (docs/design/stiff_fabric.md,
+    #: "Halfway, on every level").
     coarse_links_between_aggregates: bool = False
     #: Newton steps of the fine level's fast projection after each substep's contacts
     #: (:mod:`.fine_projection`, Goldenthal 2007): every warp/weft edge over its stretch limit

@@ -16,7 +16,7 @@ import pytest
 from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh, preset
 from selvedge.solver.constraints import hops_to_pins
 from selvedge.solver.multilevel import (
-    FIRST_AGGREGATE_LEVEL,
+    CENTRE_WEIGHT,
     _sweep_level,
     _sweep_level_contacts,
     aggregate_offsets,
@@ -172,8 +172,8 @@ def test_aggregate_centres_are_the_centres_of_mass_of_what_moves_with_each_membe
     """``aggregate_offsets`` against a dense reference written from the definition: the level-l
     aggregate of member p is p's own row plus its children's aggregates weighted by the prolongation
     weights, as fine-vertex weight rows ``A_l = A_(l-1) + sum_c w_cp A_(l-1)[c]``; its centre is
-    ``A m x / A m``, and its mass ``A m`` is the level's lumped mass (1 / ``inv_mass[l]``). From
-    ``FIRST_AGGREGATE_LEVEL`` on the offsets lead there; below it they are zero."""
+    ``A m x / A m``, and its mass ``A m`` is the level's lumped mass (1 / ``inv_mass[l]``). On
+    every level the offsets lead ``CENTRE_WEIGHT`` of the way there; pinned members stay at 0."""
     pos, faces, _ = grid_mesh(33, 25, 1.0, 0.8, origin=(-0.5, -0.4, 0.0))
     pins = np.zeros(len(pos))
     pins[[0, 32]] = 1.0
@@ -194,15 +194,18 @@ def test_aggregate_centres_are_the_centres_of_mass_of_what_moves_with_each_membe
         members = np.flatnonzero(hz.inv_mass[level] > 0)
         m = rows[members] * mass
         assert np.allclose(m.sum(axis=1), 1.0 / hz.inv_mass[level][members], rtol=1e-12)
-        expected = m @ x / m.sum(axis=1)[:, None] - x[members] if level >= FIRST_AGGREGATE_LEVEL else 0.0
+        expected = CENTRE_WEIGHT * (m @ x / m.sum(axis=1)[:, None] - x[members])
         assert np.allclose(work.offset[level, members], expected, atol=1e-12)
-    assert np.abs(work.offset[FIRST_AGGREGATE_LEVEL]).max() > 1e-3  # the centres are not the members
+        assert np.abs(expected).max() > 1e-3  # the centres are not the members
+        assert not work.offset[level, [0, 32]].any()  # the pins
+    assert 0.0 < CENTRE_WEIGHT <= 1.0
 
 
 def test_links_between_aggregates_rest_at_their_centres_distance_and_never_shorter_on_a_curve():
-    """With the option, a link's limit is its aggregates' centres' rest distance (flat sheet);
-    on a half cylinder the centres lie inside the curve, closer than unrolled: there the limit
-    is never lowered, so unrolling is not blocked; links below FIRST_AGGREGATE_LEVEL as without it."""
+    """With the option, a link's limit is the rest distance of the points it is measured at,
+    ``CENTRE_WEIGHT`` of the way to its aggregates' centres (flat sheet); on a half cylinder those
+    lie inside the curve, closer than unrolled: there the limit is never lowered, so unrolling is
+    not blocked."""
     pos, faces, uv = grid_mesh(33, 33, 1.0, 1.0)
     iso = _one_limit_cotton()
     plain = Cloth(pos, faces, uvs=uv, material=iso).hierarchy
@@ -214,10 +217,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     centre = [pos[hz.edges[:, k]] + work.offset[level, hz.edges[:, k]] for k in range(2)]
     between = np.linalg.norm(centre[0] - centre[1], axis=1)
     assert np.allclose(hz.max_length, (1 + iso.stretch_limit) * between, rtol=1e-12)
-    low = level < FIRST_AGGREGATE_LEVEL
-    assert np.array_equal(hz.max_length[low], plain.max_length[low]) and not np.allclose(
-        hz.max_length, plain.max_length
-    )
+    assert not np.allclose(hz.max_length, plain.max_length)
     bent = _half_cylinder(pos)
     curved_plain = Cloth(bent, faces, uvs=uv, material=iso).hierarchy
     curved = Cloth(bent, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
