@@ -56,9 +56,7 @@ def test_cloth_dropped_on_sphere_rests_outside_radius_plus_thickness():
 @pytest.mark.parametrize(
     ("drop_m", "shift_m", "turn_deg"), [(0.9, 0.0, 0), (1.2, 0.0, 0), (0.6, 0.0, 0), (0.7, 0.0, 0), (0.6035, 0.021, 36)]
 )
-def test_links_between_aggregates_bring_a_sheet_dropped_on_a_sphere_to_rest_however_it_lands(
-    drop_m, shift_m, turn_deg
-):
+def test_links_between_aggregates_bring_a_sheet_dropped_on_a_sphere_to_rest_however_it_lands(drop_m, shift_m, turn_deg):
     """Drops that keep moving for good at the defaults, the coarse links measured at their members:
     a link's correction moves the members' whole aggregates, so it applies the members' fine-scale
     motion to them and pumps energy into the folds (at 24 s the fastest vertex is at 24 / 14 / 13 /

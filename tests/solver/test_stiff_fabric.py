@@ -295,9 +295,7 @@ def test_strain_limit_never_presses_a_contacted_vertex_into_its_contact(seed):
     normal[1] = -d
     normal[0] = d
     z = x.copy()
-    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, members, normal) == 0 and np.array_equal(
-        z, x
-    )
+    assert _sweep_level_contacts(z, inv_mass, edges, limit, 0, 1, members, normal) == 0 and np.array_equal(z, x)
 
 
 # ----------------------------------------------------------------------------------------------
