@@ -49,7 +49,12 @@ from . import _numba_setup  # noqa: F401
 from ._intrinsics import sqrt
 from .geodesic import edge_adjacency, k_nearest_sources_geodesic
 from .kernels import _JIT
-from .strain_limit import _between_centres, _between_members, solve_strain_limit, solve_strain_limit_contacts
+from .strain_limit import (
+    separation_of_members,
+    separation_with_offsets,
+    solve_strain_limit,
+    solve_strain_limit_contacts,
+)
 
 #: A level with fewer vertices than this is not built (its edges would span the whole cloth).
 MIN_LEVEL_VERTICES = 8
@@ -59,7 +64,7 @@ MAX_LEVELS = 8
 #: end, between the member x itself (0) and its aggregate's centre of mass c (1), on every level.
 #: 56 drops of a sheet on a ball (24 s): every one settles from 0.5 up (1 of 28 keeps moving at
 #: 0.25, 25 of 42 at 0); a two-corner 64 x 64 sheet holds P95 1.41 % at 0.5, 1.85 % at 1
-#: (docs/design/stiff_fabric.md, "Links between aggregates").
+#: (docs/design/stiff_fabric.md, "Halfway, on every level").
 CENTRE_WEIGHT = 0.5
 
 
@@ -302,10 +307,10 @@ def build_hierarchy(
 
 
 def _between_aggregates(hz: Hierarchy, positions: np.ndarray, flat_rest: bool) -> Hierarchy:
-    """The links' limits rescaled from their members' rest distance to their aggregates' centres'
-    (the links are measured between the centres: :func:`aggregate_offsets`). On a curved rest
-    shape the centres lie inside the curve, closer than they are unrolled (up to 7 % on a half
-    cylinder), which would forbid unrolling it: there a limit is never lowered."""
+    """The links' limits rescaled from their members' rest distance to that of the points they are
+    measured at (:func:`aggregate_offsets`, toward the aggregates' centres). On a curved rest shape
+    those lie inside the curve, closer than they are unrolled (up to 20 % on a half cylinder),
+    which would forbid unrolling it: there a limit is never lowered."""
     if hz.edges.shape[0] == 0:
         return hz
     rest = np.ascontiguousarray(positions, dtype=np.float64)
@@ -329,11 +334,11 @@ def _sweep_level(x, inv_mass, edges, max_length, first, stop, offset):
     active = 0
     if offset.shape[0] == 0:
         for k in range(first, stop):
-            i, j, dx, dy, dz = _between_members(k, x, edges)
+            i, j, dx, dy, dz = separation_of_members(k, x, edges)
             active += solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, max_length[k])
     else:
         for k in range(first, stop):
-            i, j, dx, dy, dz = _between_centres(k, x, edges, offset)
+            i, j, dx, dy, dz = separation_with_offsets(k, x, edges, offset)
             active += solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, max_length[k])
     return active
 
@@ -558,11 +563,11 @@ def _sweep_level_contacts(x, inv_mass, edges, max_length, first, stop, offset, n
     active = 0
     if offset.shape[0] == 0:
         for k in range(first, stop):
-            i, j, dx, dy, dz = _between_members(k, x, edges)
+            i, j, dx, dy, dz = separation_of_members(k, x, edges)
             active += solve_strain_limit_contacts(x, inv_mass, i, j, dx, dy, dz, max_length[k], normal)
     else:
         for k in range(first, stop):
-            i, j, dx, dy, dz = _between_centres(k, x, edges, offset)
+            i, j, dx, dy, dz = separation_with_offsets(k, x, edges, offset)
             active += solve_strain_limit_contacts(x, inv_mass, i, j, dx, dy, dz, max_length[k], normal)
     return active
 

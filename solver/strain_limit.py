@@ -27,7 +27,7 @@ from .kernels import _JIT
 
 
 @njit(inline="always", **_JIT)
-def _between_members(k, x, vertices):
+def separation_of_members(k, x, vertices):
     """Pair k's ends and the separation ``x_i - x_j`` of the two members themselves."""
     i = vertices[k, 0]
     j = vertices[k, 1]
@@ -35,10 +35,10 @@ def _between_members(k, x, vertices):
 
 
 @njit(inline="always", **_JIT)
-def _between_centres(k, x, vertices, offset):
-    """Pair k's ends and the separation of their aggregates' centres, ``x + offset``
-    (:func:`.multilevel.aggregate_offsets`)."""
-    i, j, dx, dy, dz = _between_members(k, x, vertices)
+def separation_with_offsets(k, x, vertices, offset):
+    """Pair k's ends and the separation of the points its link is measured at, ``x + offset``
+    (:func:`.multilevel.aggregate_offsets`: part of the way to the ends' aggregates' centres)."""
+    i, j, dx, dy, dz = separation_of_members(k, x, vertices)
     return i, j, dx + offset[i, 0] - offset[j, 0], dy + offset[i, 1] - offset[j, 1], dz + offset[i, 2] - offset[j, 2]
 
 
@@ -69,8 +69,8 @@ def _project(x, i, j, dx, dy, dz, length, limit, wi, wj, w):
 
 @njit(inline="always", **_JIT)
 def solve_strain_limit(x, inv_mass, i, j, dx, dy, dz, limit):
-    """Project the pair (i, j), separated by (dx, dy, dz) (:func:`_between_members` or
-    :func:`_between_centres`), back onto ``limit`` when it is longer (see the module docstring).
+    """Project the pair (i, j), separated by (dx, dy, dz) (:func:`separation_of_members` or
+    :func:`separation_with_offsets`), back onto ``limit`` when it is longer (see the module docstring).
 
     Returns 1 when the pair was violating (for the diagnostics' active-set count), else 0.
     """
