@@ -161,7 +161,7 @@ def options_from_settings(cloth, polygons: bool = False):
         stretch_limit_graph_diagonals=True if polygons else "auto",
         fine_projection=int(cloth.stretch_projection_steps),
         fine_projection_compression=bool(cloth.use_compression_limit),
-        coarse_links_between_aggregates=bool(cloth.use_settle_at_rest),
+        coarse_links_between_aggregates={"AUTO": "auto", "ON": True, "OFF": False}[str(cloth.settle_at_rest)],
     )
 
 

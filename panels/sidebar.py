@@ -94,7 +94,7 @@ class SELVEDGE_PT_cloth(_SelvedgePanel, Panel):
         sub = row.row()
         sub.active = s.stretch_projection_steps > 0
         sub.prop(s, "use_compression_limit", text="Compression")
-        layout.prop(s, "use_settle_at_rest")
+        layout.prop(s, "settle_at_rest")
         col = layout.column(heading="Collisions")
         col.prop(s, "use_self_collision")
         col.prop(s, "use_cloth_collision")

@@ -208,6 +208,10 @@ class Cloth:
         self.kinematic_index = np.flatnonzero(kinematic).astype(np.int64)
         soft = (pins > 0.0) & ~kinematic
         self.soft_pin_index = np.flatnonzero(soft).astype(np.int64)
+        links = self.options.coarse_links_between_aggregates
+        #: the coarse links are measured halfway to their aggregates' centres
+        #: (``ClothOptions.coarse_links_between_aggregates``; "auto": when nothing is pinned)
+        self.links_between_aggregates = bool(self.pinned_vertices.size == 0 if links == "auto" else links)
         self.pin_weights = pins
 
         self.x = rest.copy()
@@ -311,7 +315,7 @@ class Cloth:
                 flat,
                 max_levels=self.options.stretch_limit_levels,
                 anchored=soft,
-                between_aggregates=self.options.coarse_links_between_aggregates,
+                between_aggregates=self.links_between_aggregates,
             )
         #: (levels, their links' limits before shrinking, after it) of the serial hierarchy and, once
         #: built, the coloured mode's blocked one: :meth:`set_shrink` scales the limits like the edges
@@ -324,7 +328,7 @@ class Cloth:
         self._ml_snapshot = np.zeros_like(rest)
         #: the coarse pass's aggregate centres (:func:`.multilevel.aggregate_offsets`); the blocked
         #: hierarchy of the coloured mode has the same levels
-        self._ml_work = aggregate_work(self.hierarchy, rest.shape[0], self.options.coarse_links_between_aggregates)
+        self._ml_work = aggregate_work(self.hierarchy, rest.shape[0], self.links_between_aggregates)
         #: per vertex, the direction the contacts pushed it in the last substep (summed over its
         #: contacts, the contact handler's and a world's; zero: none): the coarse pass slides such a
         #: vertex or lifts it off, never presses it in (:mod:`.strain_limit`)
@@ -519,7 +523,7 @@ class Cloth:
                 self.kinematic_index,
                 *key[:2],
                 self._colored[5],
-                self.options.coarse_links_between_aggregates,
+                self.links_between_aggregates,
             )
         return self._fused
 

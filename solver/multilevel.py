@@ -26,7 +26,7 @@ material's own compliance decides how much the cloth stretches; the limit is a m
 (``Material.stretch_limit``). The mesh itself (level 0) is left to the XPBD stretch constraints: the same
 inequality on the mesh edges as well bought nothing measurable (docs/design/stiff_fabric.md).
 
-With ``ClothOptions.coarse_links_between_aggregates`` (off by default) a link is measured halfway
+With ``ClothOptions.coarse_links_between_aggregates`` (by default for a cloth without pins) a link is measured halfway
 between its members and their aggregates' centres of mass (:func:`aggregate_offsets`,
 ``CENTRE_WEIGHT``): the correction moves the aggregates, and a link measured at the members alone
 applied their fine-scale motion to whole aggregates, which pumped energy into a cloth at rest

@@ -122,12 +122,13 @@ class ClothOptions:
     #: Measure each coarse link halfway between its members and their aggregates' centres of mass
     #: (``multilevel.CENTRE_WEIGHT``; the aggregates are what the link's correction moves) instead
     #: of at the members, whose fine-scale motion the correction would apply to whole aggregates: so
-    #: a cloth at rest on a collider settles (56 of 56 sheets dropped on a ball, where 25 of 42 kept
-    #: moving at 3-60 cm/s with the links between members). Off by default: a two-corner 64 x 64
-    #: sheet's P95 1.0 -> 1.4 %, 1.1-1.2 x the time, and a tube hanging from a pinned ring (a skirt)
-    #: stretches under the ring (max 0.7 -> 3.0 %) and settles slower (docs/design/stiff_fabric.md,
-    #: "Halfway, on every level").
-    coarse_links_between_aggregates: bool = False
+    #: a cloth at rest on a collider settles (56 of 56 sheets dropped on a ball, 6 of 6 tablecloths
+    #: on a table; at the members 25 of 42 and 2 of 6 kept moving at 3-60 cm/s). It costs a pinned
+    #: cloth: a two-corner 64 x 64 sheet's P95 1.0 -> 1.4 %, and a tube hanging from a pinned ring
+    #: (a skirt) swings and stretches under the ring (max 0.7 -> 3.0 %). "auto" (the default): on
+    #: for a cloth without pins, off for a pinned one; 1.1-1.2 x the time when on
+    #: (docs/design/stiff_fabric.md, "Halfway, on every level").
+    coarse_links_between_aggregates: bool | str = "auto"
     #: Newton steps of the fine level's fast projection after each substep's contacts
     #: (:mod:`.fine_projection`, Goldenthal 2007): every warp/weft edge over its stretch limit
     #: is projected back onto it by a global solve, the contacts' normals held (0 = off; a
@@ -155,6 +156,11 @@ class ClothOptions:
         if not self.tether_scale >= 1.0:
             raise ClothInputError(
                 f"tether_scale must be >= 1 (a tether may not shorten the cloth), got {self.tether_scale}"
+            )
+        if self.coarse_links_between_aggregates not in (True, False, "auto"):
+            raise ClothInputError(
+                "coarse_links_between_aggregates must be True, False or 'auto', "
+                f"got {self.coarse_links_between_aggregates!r}"
             )
         if self.stretch_limit_graph_diagonals not in (True, False, "auto"):
             raise ClothInputError(

@@ -103,10 +103,12 @@ def test_object_and_scene_settings_reach_the_solver():
     obj = new_mesh_object()
     c = obj.selvedge
     c.bending_model, c.use_tethers, c.tether_scale = "isometric", False, 1.2
-    # Settle at Rest: off by default, as in the solver
-    assert c.use_settle_at_rest is False and s2s.options_from_settings(c).coarse_links_between_aggregates is False
-    assert solver.ClothOptions().coarse_links_between_aggregates is False
-    c.stretch_projection_steps, c.use_compression_limit, c.use_settle_at_rest = 3, True, True
+    # Settle at Rest: Auto by default, as in the solver (on for a cloth without pins); On and Off as set
+    assert c.settle_at_rest == "AUTO" and s2s.options_from_settings(c).coarse_links_between_aggregates == "auto"
+    assert solver.ClothOptions().coarse_links_between_aggregates == "auto"
+    c.settle_at_rest = "OFF"
+    assert s2s.options_from_settings(c).coarse_links_between_aggregates is False
+    c.stretch_projection_steps, c.use_compression_limit, c.settle_at_rest = 3, True, "ON"
     c.damping_s, c.friction, c.density_kg_m2, c.thickness_m, c.air_drag_per_s = 0.002, 0.3, 0.4, 0.003, 1.5
     options = s2s.options_from_settings(c)
     assert (options.bending_model, options.tethers) == ("isometric", False)

@@ -403,10 +403,21 @@ def test_a_fold_resting_on_a_ball_keeps_its_layers_apart_at_every_substep_start(
     so the hem sank in, started the next substeps overlapping by up to 2.5 mm and was pushed out
     again (up to 0.5 m/s): the fold never came to rest (37 cm/s after 6 s; in 197 of the 240
     substeps of the seventh second a pair started more than 0.5 mm overlapped). The narrow phase
-    keeps the pairs within the detection margin of touching (docs/design/cloth_contacts.md)."""
+    keeps the pairs within the detection margin of touching (docs/design/cloth_contacts.md).
+    The coarse links are measured at their members here, as when this was found: with the default
+    for an unpinned sheet (halfway to the aggregates' centres) this drop height still starts some
+    substeps 1.8 mm overlapped, though over ten drop heights that rule leaves such overlaps in fewer
+    drops (3 against 4 of 10; docs/design/cloth_contacts.md, "A fold at rest")."""
     pos, faces = _sheet(1.3, n=21, size=1.0)
     balls = Colliders([Sphere(0.3, friction_static=0.6, friction_kinetic=0.5)], cloth_thickness=0.005)
-    cloth = Cloth(pos, faces, material=preset("cotton"), settings=SolverSettings(substeps=10), contact_handler=balls)
+    cloth = Cloth(
+        pos,
+        faces,
+        material=preset("cotton"),
+        settings=SolverSettings(substeps=10),
+        options=ClothOptions(coarse_links_between_aggregates=False),
+        contact_handler=balls,
+    )
     world = CollisionWorld([cloth], [ClothCollision(thickness_m=0.005)])
     for _ in range(144):
         world.step()

@@ -5,9 +5,12 @@ Crossings are counted by the independent reference (tests/intersection_reference
 frame end. At 10 substeps the sides' first fold (frames 9-11) crosses: the body contacts (after
 the cloth contacts in every round) push the inner layer through the outer one, and what the last
 round leaves is kept (docs/design/cloth_contacts.md, "Crossings on the garment"; on this 32 x 32
-sheet 15 crossing pairs at frame 10, 3 at frames 11-12). With 20 substeps the same scene ends
-every frame uncrossed, so the world runs a frame that left new crossings again with twice the
-substeps (``CollisionWorld(crossing_refinements=2)``, the default): only the folding frames pay.
+sheet 15 crossing pairs at frame 10, 3 at frames 11-12). With 24 substeps the same scene ends
+every frame uncrossed (20 with the coarse links at their members; at the default for this
+unpinned sheet, halfway to their aggregates' centres, 20 leaves 4 pairs at one frame and 12 none,
+where the members leave none at 20 and 3 at 12), so the world runs a frame that left new crossings
+again with twice the substeps (``CollisionWorld(crossing_refinements=2)``, the default): only the
+folding frames pay.
 """
 
 import numpy as np
@@ -43,8 +46,8 @@ def test_garment_at_10_substeps_without_refinement_crosses():
     assert set(scales) == {1}
 
 
-def test_garment_at_20_substeps_never_crosses_without_refinement():
-    counts, _, _ = _drape(substeps=20, crossing_refinements=0)
+def test_garment_at_24_substeps_never_crosses_without_refinement():
+    counts, _, _ = _drape(substeps=24, crossing_refinements=0)
     assert max(counts) == 0, f"crossing triangle pairs per frame: {counts}"
 
 

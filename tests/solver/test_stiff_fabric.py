@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from selvedge.solver import Cloth, ClothOptions, SolverSettings, grid_mesh, preset
+from selvedge.solver import Cloth, ClothInputError, ClothOptions, SolverSettings, grid_mesh, preset
 from selvedge.solver.constraints import hops_to_pins
 from selvedge.solver.multilevel import (
     CENTRE_WEIGHT,
@@ -121,7 +121,7 @@ def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_c
     pos, faces, uv = grid_mesh(17, 17, 1.0, 1.0)
     iso = _one_limit_cotton()
     limit = iso.stretch_limit
-    cloth = Cloth(pos, faces, uvs=uv, material=iso)
+    cloth = Cloth(pos, faces, uvs=uv, material=iso, options=MEMBERS)
     hz = cloth.hierarchy
     coarse = hz.edges[hz.edge_offsets[1] :]
     chord = np.linalg.norm(pos[coarse[:, 0]] - pos[coarse[:, 1]], axis=1)
@@ -129,7 +129,7 @@ def test_coarse_rest_lengths_are_rest_distances_on_a_flat_sheet_and_paths_on_a_c
     # a half cylinder: the coarse rest length is a path over the mesh, never the (shorter) chord,
     # so unrolling it is not blocked
     bent = _half_cylinder(pos)
-    curved = Cloth(bent, faces, uvs=uv, material=iso)
+    curved = Cloth(bent, faces, uvs=uv, material=iso, options=MEMBERS)
     hz = curved.hierarchy
     coarse = hz.edges[hz.edge_offsets[1] :]
     chord = np.linalg.norm(bent[coarse[:, 0]] - bent[coarse[:, 1]], axis=1)
@@ -147,7 +147,9 @@ def test_link_limits_follow_the_grain_compliance_and_bias_links_go_without_shear
     pos, faces, uv = grid_mesh(17, 17, 1.0, 1.0)
     m = preset("cotton")
     for shear in (True, False):
-        hz = Cloth(pos, faces, uvs=uv, material=m, options=ClothOptions(shear=shear)).hierarchy
+        hz = Cloth(
+            pos, faces, uvs=uv, material=m, options=ClothOptions(shear=shear, coarse_links_between_aggregates=False)
+        ).hierarchy
         links = hz.edges[hz.edge_offsets[1] :]
         d = np.abs(uv[links[:, 1]] - uv[links[:, 0]])
         angle = np.degrees(np.arctan2(d[:, 1], d[:, 0]))
@@ -166,6 +168,27 @@ def test_link_limits_follow_the_grain_compliance_and_bias_links_go_without_shear
 
 
 AGGREGATES = ClothOptions(coarse_links_between_aggregates=True)
+MEMBERS = ClothOptions(coarse_links_between_aggregates=False)
+
+
+@pytest.mark.parametrize(
+    ("setting", "pinned", "between"),
+    [("auto", False, True), ("auto", True, False), (True, True, True), (False, False, False)],
+)
+def test_links_between_aggregates_by_default_only_for_a_cloth_without_pins(setting, pinned, between):
+    """``coarse_links_between_aggregates="auto"`` (the default) measures the links halfway for a cloth
+    with nothing pinned (a drape) and at the members for a pinned one; True and False as set. The
+    solver's offsets exist exactly when the links are measured halfway (none are held otherwise)."""
+    pos, faces, _ = grid_mesh(17, 17, 1.0, 1.0)
+    pins = np.zeros(len(pos))
+    if pinned:
+        pins[[0, 16]] = 1.0
+    options = ClothOptions() if setting == "auto" else ClothOptions(coarse_links_between_aggregates=setting)
+    cloth = Cloth(pos, faces, pin_weights=pins, material=preset("cotton"), options=options)
+    assert cloth.links_between_aggregates is between
+    assert cloth._ml_work.offset.shape[1] == (len(pos) if between else 0)
+    with pytest.raises(ClothInputError, match="coarse_links_between_aggregates"):
+        ClothOptions(coarse_links_between_aggregates="yes").validate()
 
 
 def test_aggregate_centres_are_the_centres_of_mass_of_what_moves_with_each_member():
@@ -208,7 +231,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     not blocked."""
     pos, faces, uv = grid_mesh(33, 33, 1.0, 1.0)
     iso = _one_limit_cotton()
-    plain = Cloth(pos, faces, uvs=uv, material=iso).hierarchy
+    plain = Cloth(pos, faces, uvs=uv, material=iso, options=MEMBERS).hierarchy
     hz = Cloth(pos, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
     assert np.array_equal(plain.edges, hz.edges)
     work = aggregate_work(hz, len(pos), True)
@@ -219,7 +242,7 @@ def test_links_between_aggregates_rest_at_their_centres_distance_and_never_short
     assert np.allclose(hz.max_length, (1 + iso.stretch_limit) * between, rtol=1e-12)
     assert not np.allclose(hz.max_length, plain.max_length)
     bent = _half_cylinder(pos)
-    curved_plain = Cloth(bent, faces, uvs=uv, material=iso).hierarchy
+    curved_plain = Cloth(bent, faces, uvs=uv, material=iso, options=MEMBERS).hierarchy
     curved = Cloth(bent, faces, uvs=uv, material=iso, options=AGGREGATES).hierarchy
     assert np.all(curved.max_length >= curved_plain.max_length * (1 - 1e-12))
 
