@@ -71,6 +71,11 @@ VARIANTS["aggregates"] = (
     dict(coarse_links_between_aggregates=True),
     {},
 )
+VARIANTS["members"] = (
+    "coarse links at their members (Settle at Rest Off)",
+    dict(coarse_links_between_aggregates=False),
+    {},
+)
 #: the fine level's fast projection (ClothOptions.fine_projection; docs/design/stiff_fabric.md)
 for _n in (1, 2, 3):
     VARIANTS[f"fine_projection{_n}"] = (f"fine projection, {_n} Newton steps x 5 CG", dict(fine_projection=_n), {})
