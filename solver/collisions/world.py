@@ -97,11 +97,14 @@ class CollisionWorld:
 
     ``crossing_refinements``: a frame that ends with more crossing triangle pairs that the contacts
     keep apart (``"intersections_guarded"``) than it started with is rolled back and run again
-    with twice the substeps, up to this many times (2: at most 4x the substeps; 0 = off). Turning
+    with twice the substeps, up to this many times (3: at most 8x the substeps; 0 = off). Turning
     it on counts the crossings at every frame end. The cause it answers: a fast fold at too few
     substeps (docs/design/cloth_contacts.md, "Crossings on the garment"), paid for only in the
     frames that fold. A cloth whose ``SolverSettings`` ask for it (``stretch_refinements``) also
-    sends the world's frame back when it ends stretched.
+    sends the world's frame back when it ends stretched. Three by default: at most 4x left crossed
+    pairs in some frames of a garment draped over a body under either rule of the coarse links
+    (up to 8 pairs in 6 of 47 frames, or 14 in 28 frames), 8x none (docs/design/cloth_contacts.md,
+    "Crossed frames run again").
 
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
@@ -120,7 +123,7 @@ class CollisionWorld:
         edge_edge: bool = True,
         depenetration_m_s: float = 0.5,
         partial_detection: bool = True,
-        crossing_refinements: int = 2,
+        crossing_refinements: int = 3,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):

@@ -9,7 +9,7 @@ sheet 15 crossing pairs at frame 10, 3 at frames 11-12). With 24 substeps the sa
 every frame uncrossed (20 with the coarse links at their members; at the default for this
 unpinned sheet, halfway to their aggregates' centres, 20 leaves 4 pairs at one frame and 12 none,
 where the members leave none at 20 and 3 at 12), so the world runs a frame that left new crossings
-again with twice the substeps (``CollisionWorld(crossing_refinements=2)``, the default): only the
+again with twice the substeps (``CollisionWorld(crossing_refinements=3)``, the default): only the
 folding frames pay.
 """
 
