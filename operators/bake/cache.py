@@ -84,6 +84,8 @@ class CacheBake:
                     "num_points": run.reader.n,
                     "pc2": f"{stem}.pc2",
                     "warnings": run.warnings,
+                    # what Settle at Rest's Auto resolved to for this cloth (halfway: no pins)
+                    "coarse_links": "halfway" if run.cloth.links_between_aggregates else "members",
                 }
                 if run.coupling is not None:
                     extra["network"] = {

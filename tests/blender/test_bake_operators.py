@@ -81,6 +81,9 @@ def test_pc2_bake_plays_back_through_blenders_mesh_cache_modifier(cache_dir):
     assert (header.start_frame, header.num_samples, header.num_points) == (FIRST, LAST - FIRST + 1, 25)
     sidecar = json.loads((cache_dir / "Cloth.json").read_text())
     assert sidecar["object"] == "Cloth" and sidecar["solver_version"] == solver.__version__
+    # Settle at Rest is Auto and the cloth is pinned: its coarse links are measured at their members
+    assert sidecar["settings"]["object"]["settle_at_rest"] == "AUTO" and not cloth.links_between_aggregates
+    assert sidecar["coarse_links"] == "members"
     assert sidecar["settings"]["scene"]["substeps"] == 4
     assert sidecar["settings"]["object"]["material_preset"] == "silk"
     strain = [f["strain_max"] for f in sidecar["frames"]]

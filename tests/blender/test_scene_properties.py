@@ -159,6 +159,8 @@ def test_settings_dict_is_plain_json():
     d = s2s.settings_dict(obj.selvedge, s2s.CLOTH_KEYS)
     assert json.loads(json.dumps(d)) == d
     assert d["material_preset"] == "cotton" and d["use_tethers"] is True
+    # every per-object setting that feeds options_from_settings is recorded
+    assert (d["stretch_projection_steps"], d["use_compression_limit"], d["settle_at_rest"]) == (0, False, "AUTO")
 
 
 def _traces():
