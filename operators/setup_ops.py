@@ -19,7 +19,7 @@ import bpy
 from bpy.props import EnumProperty, StringProperty
 from bpy.types import Operator
 
-from .properties import ROLE_ITEMS
+from .property_items import ROLE_ITEMS
 
 if TYPE_CHECKING:
     from bpy.stub_internal.rna_enums import OperatorReturnItems

@@ -26,11 +26,11 @@ material's own compliance decides how much the cloth stretches; the limit is a m
 (``Material.stretch_limit``). The mesh itself (level 0) is left to the XPBD stretch constraints: the same
 inequality on the mesh edges as well bought nothing measurable (docs/design/stiff_fabric.md).
 
-With ``ClothOptions.coarse_links_between_aggregates`` (by default for a cloth without pins) a link is measured halfway
-between its members and their aggregates' centres of mass (:func:`aggregate_offsets`,
-``CENTRE_WEIGHT``): the correction moves the aggregates, and a link measured at the members alone
-applied their fine-scale motion to whole aggregates, which pumped energy into a cloth at rest
-(docs/design/stiff_fabric.md, "Links between aggregates").
+With ``ClothOptions.coarse_links_between_aggregates`` (by default for a cloth without pins) a
+link is measured halfway between its members and their aggregates' centres of mass
+(:func:`aggregate_offsets`, ``CENTRE_WEIGHT``): the correction moves the aggregates, and a link
+measured at the members alone applied their fine-scale motion to whole aggregates, which pumped
+energy into a cloth at rest (docs/design/stiff_fabric.md, "Halfway, on every level").
 
 Solve (each iteration of each substep, :func:`solve_multilevel`): snapshot the level-1 vertices;
 for l = L .. 1: one Gauss-Seidel pass over level l's edges (pin-outward order), then every
@@ -219,8 +219,8 @@ def build_hierarchy(
     ``anchored``: vertices held by an attachment (soft pins, their attachment already in ``mass``):
     preferred members of every level (a soft pin off a level would move with its parents against
     its goal) and sources of the pin-outward order, like the pins; None: none.
-    ``between_aggregates``: the links' rest lengths are their aggregates' centres' distances
-    (:func:`aggregate_offsets`, ``ClothOptions.coarse_links_between_aggregates``).
+    ``between_aggregates``: the links' rest lengths are the distances of the points they are
+    measured at (:func:`aggregate_offsets`, ``ClothOptions.coarse_links_between_aggregates``).
     """
     n = positions.shape[0]
     kinematic = inv_mass <= 0.0
@@ -318,9 +318,9 @@ def _between_aggregates(hz: Hierarchy, positions: np.ndarray, flat_rest: bool) -
     aggregate_offsets(rest, hz, work)
     e = hz.edges
     level = np.searchsorted(hz.edge_offsets, np.arange(e.shape[0]), side="right") - 1
-    between_centres = (rest[e[:, 0]] + work.offset[level, e[:, 0]]) - (rest[e[:, 1]] + work.offset[level, e[:, 1]])
+    between_points = (rest[e[:, 0]] + work.offset[level, e[:, 0]]) - (rest[e[:, 1]] + work.offset[level, e[:, 1]])
     between_members = np.linalg.norm(rest[e[:, 0]] - rest[e[:, 1]], axis=1)
-    ratio = np.linalg.norm(between_centres, axis=1) / np.maximum(between_members, 1e-12)
+    ratio = np.linalg.norm(between_points, axis=1) / np.maximum(between_members, 1e-12)
     if not flat_rest:
         ratio = np.maximum(ratio, 1.0)
     return hz._replace(max_length=np.ascontiguousarray(hz.max_length * ratio))
@@ -382,8 +382,9 @@ def aggregate_offsets(x, hierarchy, work):
     prolongation moves them (``M_p = m_p + sum_c w_cp m_c``, the level's lumped mass). A link
     measured at the members alone reads their fine-scale motion, which its correction then applies
     to whole aggregates: the levels pumped energy into a cloth at rest. The centre averages that
-    motion out, at the price of seeing less of a stretch inside an aggregate (docs/design/stiff_fabric.md,
-    "Links between aggregates"). Pinned members are their own centres (offset 0)."""
+    motion out, at the price of seeing less of a stretch inside an aggregate
+    (docs/design/stiff_fabric.md, "Halfway, on every level"). Pinned members are their own
+    centres (offset 0)."""
     hz = hierarchy
     levels = hz.edge_offsets.shape[0] - 2
     centre, pending, offset = work.centre, work.pending, work.offset
