@@ -128,7 +128,7 @@ def garment_world(
         pos,
         triangulate(faces),
         material=material,
-        options=options_from_settings(settings, False),
+        options=options_from_settings(settings),
         settings=SolverSettings(substeps=substeps, iterations=iterations, fps=24.0),
         uvs=uvs,
         contact_handler=Colliders([body], cloth_thickness=material.thickness_m),

@@ -36,6 +36,7 @@ from .constraints import (
     held_by_pins,
     hops_to_pins,
     interleave_independent,
+    pair_rest_length,
     sweep_order_from_pins,
     vertex_uv,
 )
@@ -66,6 +67,7 @@ from .hooks import (
     SubstepState,
     read_only,
 )
+from .level_graph import quad_level_graph, taut_borders
 from .materials import Material
 from .mesh import build_topology, check_finite, lumped_vertex_mass, rest_is_flat, triangulate
 from .multilevel import (
@@ -289,19 +291,19 @@ class Cloth:
         if self.options.stretch_limiting:
             flat = uv_pattern_m is not None or rest_is_flat(rest, self.topology)
             source = rest if uv_pattern_m is None else np.concatenate([uv_pattern_m, np.zeros((n, 1))], axis=1)
-            # the level-0 graph: mesh edges, plus each quad's second diagonal (the shear pairs) when the
-            # faces were polygons, so their one-way fan triangulation does not make the levels lopsided
-            # (fan quads 64 x 64: P95 2.36 -> 1.21 %; on alternating triangles the diagonals cost:
-            # 0.95 -> 1.25 % at 64, 1.02 -> 1.95 % at 128; docs/design/stiff_fabric.md)
+            # the level-0 graph: the mesh edges with each quad's diagonal chosen to alternate (a
+            # quad mesh cut one way, as Blender's loop triangles and a fan cut it, made the levels
+            # lopsided: :mod:`.level_graph`); True adds every quad's second diagonal instead (the
+            # shear pairs), False takes the mesh edges as they are
             shear_set = next((c for c in sets if c.name == "shear"), None)
             graph = self.topology.edges.astype(np.int64)
             graph_length = self.edge_rest_length
             diagonals = self.options.stretch_limit_graph_diagonals
-            if diagonals == "auto":  # polygons came in: fan-triangulated, every quad's diagonal one way
-                diagonals = not (isinstance(faces, np.ndarray) and faces.ndim == 2 and faces.shape[1] == 3) and any(
-                    len(f) > 3 for f in faces
-                )
-            if shear_set is not None and shear_set.count and diagonals:
+            if diagonals == "auto":
+                graph, row = quad_level_graph(rest, self.topology)
+                graph_length = graph_length[row]
+                graph_length[row < 0] = pair_rest_length(rest, graph[row < 0], uv_pattern_m)
+            elif shear_set is not None and shear_set.count and diagonals not in (False, "auto"):
                 graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
                 graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
             level_mass, level_inv_mass = self._attached_mass(pins)
@@ -316,6 +318,7 @@ class Cloth:
                 max_levels=self.options.stretch_limit_levels,
                 anchored=soft,
                 between_aggregates=self.links_between_aggregates,
+                border=taut_borders(rest, self.topology, pins >= 1.0),
             )
         #: (levels, their links' limits before shrinking, after it) of the serial hierarchy and, once
         #: built, the coloured mode's blocked one: :meth:`set_shrink` scales the limits like the edges

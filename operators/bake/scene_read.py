@@ -178,22 +178,12 @@ def read_topology(obj) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None
     return triangles.reshape(t, 3), uvs, pins, weight_maps, warnings
 
 
-def has_polygons(obj) -> bool:
-    """Whether the mesh has quads or n-gons (the solver gets Blender's loop triangles of them)."""
-    mesh = obj.data
-    totals = np.empty(len(mesh.polygons), dtype=np.int32)
-    mesh.polygons.foreach_get("loop_total", totals)
-    return bool((totals > 3).any())
-
-
 def cloth_options(obj):
-    """The solver ``ClothOptions`` a bake gives the cloth object: its settings, and the quads'
-    second diagonals in the stretch limit's level graph when the mesh has polygons (in a
-    collision world too: with the crossed-frame retry the layered-garments bake keeps 0 crossing
-    pairs with them, where it crossed in 4-5 pairs before the retry; docs/design/stiff_fabric.md)."""
+    """The solver ``ClothOptions`` a bake gives the cloth object: its settings
+    (:func:`~..scene_to_solver.options_from_settings`)."""
     from ..scene_to_solver import options_from_settings
 
-    return options_from_settings(obj.selvedge, has_polygons(obj))
+    return options_from_settings(obj.selvedge)
 
 
 class EvaluatedReader:

@@ -1,9 +1,11 @@
 """A quad mesh baked from Blender is held by the stretch limit as well as the solver holds the same
 quads handed to it as polygons.
 
-Blender hands the solver its loop triangles, every quad of a grid split the same way; the stretch
-limit's level graph then lacks the quads' second diagonals and the coarse levels come out
-lopsided. The bake tells the solver the faces were polygons. Measured here independently of the
+Blender hands the solver its loop triangles, every quad of a grid split the same way; coarsened over
+those edges the stretch limit's levels come out lopsided (3.0 % P95; with every quad's second
+diagonal added, as bakes did before, 1.6 %). The solver builds its levels on the quads' diagonals
+chosen to alternate, and keeps the hem strung between the two pins off them where it can
+(``solver/level_graph.py``). Measured here independently of the
 solver's own diagnostics: edge strain of Blender's evaluated mesh played back through the Mesh
 Cache modifier, over Blender's own mesh edges (the quads' sides), frame by frame, on the scene of
 ``bench/bench_vs_blender_cloth.py`` (a 1 m 64 x 64 cotton grid falling from two pinned corners,
@@ -22,7 +24,7 @@ cache_dir = pytest.fixture(name="cache_dir")(blender_scenes.cache_dir)
 FRAMES = 60
 
 
-def test_quad_grid_bake_stays_within_two_percent_p95_strain(cache_dir):
+def test_quad_grid_bake_stays_within_one_and_a_half_percent_p95_strain(cache_dir):
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, FRAMES
     scene.frame_set(1)
@@ -42,6 +44,7 @@ def test_quad_grid_bake_stays_within_two_percent_p95_strain(cache_dir):
         np.testing.assert_allclose(co[pinned], rest[pinned], atol=1e-6)  # the pins hold
         strain = np.linalg.norm(co[edges[:, 1]] - co[edges[:, 0]], axis=1) / rest_length - 1.0
         p95.append(float(np.percentile(strain, 95)))
-    # with the quads' diagonals in the level graph: 1.58 % at the worst frame (without: 3.04 %)
-    assert max(p95) <= 0.02, max(p95)
+    # measured 1.15 % at the worst frame; before, with both diagonals in the level graph 1.94 %, with
+    # the diagonals alternating but the pinned edge's hem on the levels 1.68 %
+    assert max(p95) <= 0.0125, max(p95)
     assert min(p95) > 0.0  # the sheet hangs: its weight stretches it
