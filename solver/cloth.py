@@ -303,7 +303,7 @@ class Cloth:
                 graph, row = quad_level_graph(rest, self.topology)
                 graph_length = graph_length[row]
                 graph_length[row < 0] = pair_rest_length(rest, graph[row < 0], uv_pattern_m)
-            elif shear_set is not None and shear_set.count and diagonals not in (False, "auto"):
+            elif diagonals and shear_set is not None and shear_set.count:
                 graph = np.concatenate([graph, shear_set.vertices.astype(np.int64)])
                 graph_length = np.concatenate([graph_length, shear_set.params["rest_length"]])
             level_mass, level_inv_mass = self._attached_mass(pins)

@@ -1,5 +1,6 @@
-"""The level-0 graph of the stretch limit's hierarchy (:mod:`.multilevel`): the mesh edges, with each
-quad's diagonal chosen so that the diagonals alternate.
+"""What the stretch limit's hierarchy (:mod:`.multilevel`) is built on: the level-0 graph (the mesh
+edges, with each quad's diagonal chosen so that the diagonals alternate) and the taut hems its
+levels take as members last (:func:`taut_borders`).
 
 Why: a quad mesh cut into triangles from each quad's first corner (a fan, and Blender's loop
 triangles of a flat quad) runs every diagonal one way on a grid. Coarsened over those edges the

@@ -95,7 +95,7 @@ class Hierarchy(NamedTuple):
 def _independent_set(start, nbr, forced, preferred, last):
     """Greedy maximal independent set in vertex order, ``forced`` vertices (pins) taken first, then
     the open ``preferred`` ones (soft pins: a member unless a neighbour already is), then the rest,
-    the open ``last`` ones (the free border) after all others."""
+    the open ``last`` ones (a taut hem: ``build_hierarchy(border=...)``) after all others."""
     n = start.shape[0] - 1
     state = np.zeros(n, np.int8)  # 0 open, 1 member, 2 next to a member
     for v in range(n):
