@@ -22,8 +22,9 @@ def side_colours(n: int, sides: np.ndarray) -> np.ndarray:
     """(N,) 0 or 1 such that the two ends of a side (an (S, 2) vertex pair: the quads' sides)
     differ wherever the sides allow it, -1 for a vertex on no side. Breadth-first over the sides,
     each component from its lowest vertex (colour 0), a vertex taking the parity of its depth: one
-    NumPy pass per depth, not per vertex. The components' colours are flipped afterwards where that
-    keeps more of the mesh's diagonals (:func:`alternating_level_graph`)."""
+    NumPy pass per depth of a component (the loop over seeds only skips the vertices already
+    reached). Runs once per cloth. The components' colours are flipped afterwards where that keeps
+    more of the mesh's diagonals (:func:`alternating_level_graph`)."""
     colour = np.full(n, -1, dtype=np.int64)
     if sides.shape[0] == 0:
         return colour
