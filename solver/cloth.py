@@ -318,7 +318,7 @@ class Cloth:
                 max_levels=self.options.stretch_limit_levels,
                 anchored=soft,
                 between_aggregates=self.links_between_aggregates,
-                border=taut_borders(rest, self.topology, pins >= 1.0),
+                border=taut_borders(rest, self.topology, hard),
             )
         #: (levels, their links' limits before shrinking, after it) of the serial hierarchy and, once
         #: built, the coloured mode's blocked one: :meth:`set_shrink` scales the limits like the edges

@@ -17,34 +17,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from .constraints import hops_to_pins
 
-def side_colours(n: int, sides: np.ndarray) -> np.ndarray:
+
+def side_colours(n: int, sides: np.ndarray, component: np.ndarray) -> np.ndarray:
     """(N,) 0 or 1 such that the two ends of a side (an (S, 2) vertex pair: the quads' sides)
-    differ wherever the sides allow it, -1 for a vertex on no side. Breadth-first over the sides,
-    each component from its lowest vertex (colour 0), a vertex taking the parity of its depth: one
-    NumPy pass per depth of a component (the loop over seeds only skips the vertices already
-    reached). Runs once per cloth. The components' colours are flipped afterwards where that keeps
-    more of the mesh's diagonals (:func:`alternating_level_graph`)."""
+    differ wherever the sides allow it, -1 for a vertex on no side: the parity of each vertex's
+    hop count from its component's lowest vertex (``component``, :func:`_components`; the hops by
+    :func:`.constraints.hops_to_pins`). Runs once per cloth. The components' colours are flipped
+    afterwards where that keeps more of the mesh's diagonals (:func:`alternating_level_graph`)."""
     colour = np.full(n, -1, dtype=np.int64)
     if sides.shape[0] == 0:
         return colour
-    src = np.concatenate([sides[:, 0], sides[:, 1]]).astype(np.int64)
-    dst = np.concatenate([sides[:, 1], sides[:, 0]]).astype(np.int64)
-    order = np.argsort(src, kind="stable")
-    dst = dst[order]
-    first = np.searchsorted(src[order], np.arange(n + 1))
-    for seed in np.unique(src):
-        if colour[seed] >= 0:
-            continue
-        frontier, depth = np.array([seed]), 0
-        colour[seed] = 0
-        while frontier.size:
-            counts = first[frontier + 1] - first[frontier]
-            offsets = np.repeat(first[frontier] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-            nbr = np.unique(dst[offsets])
-            frontier = nbr[colour[nbr] < 0]
-            depth += 1
-            colour[frontier] = depth % 2
+    seeds = np.unique(component[sides.ravel()])
+    hops = hops_to_pins(n, sides, seeds)
+    reached = np.isfinite(hops)
+    colour[reached] = hops[reached].astype(np.int64) % 2
     return colour
 
 
@@ -114,8 +102,8 @@ def alternating_level_graph(
     sides = np.ones(graph.shape[0], dtype=bool)
     sides[diagonal_rows] = False
     side_pairs = graph[sides]
-    colour = side_colours(n, side_pairs)
-    comp = _components(n, side_pairs) if side_pairs.shape[0] else np.arange(n)
+    comp = _components(n, side_pairs)
+    colour = side_colours(n, side_pairs, comp)
     mesh_diag = graph[diagonal_rows]
     ci, cj = colour[mesh_diag[:, 0]], colour[mesh_diag[:, 1]]
     same = (ci == cj) & (ci >= 0)
