@@ -173,3 +173,15 @@ def test_a_sheet_hangs_as_well_from_either_edge():
     # here (the quads' sides, 60 frames) 1.04 % by +y, 0.93 % by -y
     assert max(plus, minus) <= 1.2 * min(plus, minus), (plus, minus)
     assert max(plus, minus) <= 0.011, (plus, minus)
+
+
+def test_a_pin_held_hard_by_a_weight_just_under_one_makes_its_hem_taut_too():
+    """Cloth holds a pin of weight >= 1 - 1e-6 kinematic; its hem must be judged by the same pins."""
+    pos, tris, uv = grid_mesh(24, 24, 1.0, 1.0)
+    levels = []
+    for weight in (1.0, 1.0 - 5e-7):
+        pins = np.zeros(len(pos))
+        pins[[0, 23]] = weight  # the corners of the row-0 edge: the hem the greedy sets would take
+        levels.append(Cloth(pos, tris, uvs=uv, pin_weights=pins).hierarchy)
+    assert np.array_equal(levels[0].edges, levels[1].edges)
+    assert np.array_equal(levels[0].edge_offsets, levels[1].edge_offsets)
