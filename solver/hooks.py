@@ -61,6 +61,12 @@ class ContactHandler:
         hierarchical stretch limit then never presses that vertex into the contact."""
         pass
 
+    def add_touching_normals(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Optional: add to ``out[i]`` (N, 3) the outward normal of each contact vertex i touches or
+        lies inside at ``x``. A :class:`~.collisions.world.CollisionWorld` then never lets a cloth
+        contact push that vertex further into the contact."""
+        pass
+
     def end_frame(self) -> None:
         """Called once after a frame succeeded (not after a rolled-back one): commit per-frame state,
         e.g. the colliders' end poses become the next frame's start poses."""

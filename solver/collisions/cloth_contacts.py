@@ -386,6 +386,24 @@ def _layer_weight(w, layer_v, layer_other, scale):
     return w / scale if layer_v < layer_other else w
 
 
+@njit(inline="always", **_JIT)
+def _body_share(body_normal, k, sign, n0, n1, n2):
+    """The share (0-1) of its inverse mass with which vertex k follows a push along ``sign n``: 1
+    when free; lying on a body (``body_normal[k]`` nonzero,
+    :meth:`.colliders.Colliders.add_touching_normals`) and pushed into it, ``1 - (n . b)^2 / |b|^2``
+    (b the body's normal), so the pair's other side takes the push that the body would only hand
+    back. Without it the body's next pass pushed the vertex straight back out, through the layer
+    above (docs/design/cloth_contacts.md, "The body under the layers"). Not the push without its
+    part along b (the vertex sliding on the body): a pair along the body's normal then threw the
+    vertex sideways by up to C / sqrt(share), and a tube twisted tight on a body tore."""
+    b0, b1, b2 = body_normal[k, 0], body_normal[k, 1], body_normal[k, 2]
+    bb = b0 * b0 + b1 * b1 + b2 * b2
+    bn = b0 * n0 + b1 * n1 + b2 * n2
+    if bb == 0.0 or sign * bn >= 0.0:
+        return 1.0
+    return max(1.0 - bn * bn / bb, 0.0)
+
+
 @njit(**_JIT)
 def solve_vertex_triangle(
     x,
@@ -404,12 +422,16 @@ def solve_vertex_triangle(
     start,
     rows,
     lam,
+    body_normal,
 ):
     """One Gauss-Seidel pass over the active vertex-triangle pairs ``rows`` (module docstring).
 
     ``C = side n . (p - (u a + v b + w c)) - d``, gradient ``side n`` on p and ``-b_k side n`` on
     the corners; friction on the relative tangential displacement over the substep. Returns the
     number of pairs that pushed.
+
+    ``body_normal`` (N, 3): the body contacts each vertex lies on (zeros: none); such a vertex is
+    not pushed into the body (:func:`_body_share`).
 
     Overlap a pair already had at the substep start (``start`` = C there, < 0) is taken out by
     at most ``depenetration`` (m) a substep: the target is ``C >= min(0, start + depenetration)``
@@ -450,28 +472,33 @@ def solve_vertex_triangle(
         wa = _layer_weight(inv_mass[ia], lt, li, layer_mass_scale)
         wb = _layer_weight(inv_mass[ib], lt, li, layer_mass_scale)
         wc = _layer_weight(inv_mass[ic], lt, li, layer_mass_scale)
-        K = wi + u * u * wa + v * v * wb + w * w * wc
+        mi = wi * _body_share(body_normal, i, 1.0, n0, n1, n2)  # mobility along the push: a vertex on a body stays
+        ma = wa * _body_share(body_normal, ia, -1.0, n0, n1, n2)
+        mb = wb * _body_share(body_normal, ib, -1.0, n0, n1, n2)
+        mc = wc * _body_share(body_normal, ic, -1.0, n0, n1, n2)
+        K = mi + u * u * ma + v * v * mb + w * w * mc
         if 0.05 * max(max(wi, wa), max(wb, wc)) > K or K <= 0.0:
             continue  # only a corner of small weight could move: it would be thrown by C / b
         dlam = -C / K
         lam[r] += dlam
         held[c] = True
         pushed += 1
-        x[i, 0] += wi * dlam * n0
-        x[i, 1] += wi * dlam * n1
-        x[i, 2] += wi * dlam * n2
-        x[ia, 0] -= wa * u * dlam * n0
-        x[ia, 1] -= wa * u * dlam * n1
-        x[ia, 2] -= wa * u * dlam * n2
-        x[ib, 0] -= wb * v * dlam * n0
-        x[ib, 1] -= wb * v * dlam * n1
-        x[ib, 2] -= wb * v * dlam * n2
-        x[ic, 0] -= wc * w * dlam * n0
-        x[ic, 1] -= wc * w * dlam * n1
-        x[ic, 2] -= wc * w * dlam * n2
+        x[i, 0] += mi * dlam * n0
+        x[i, 1] += mi * dlam * n1
+        x[i, 2] += mi * dlam * n2
+        x[ia, 0] -= ma * u * dlam * n0
+        x[ia, 1] -= ma * u * dlam * n1
+        x[ia, 2] -= ma * u * dlam * n2
+        x[ib, 0] -= mb * v * dlam * n0
+        x[ib, 1] -= mb * v * dlam * n1
+        x[ib, 2] -= mb * v * dlam * n2
+        x[ic, 0] -= mc * w * dlam * n0
+        x[ic, 1] -= mc * w * dlam * n1
+        x[ic, 2] -= mc * w * dlam * n2
         mu = sqrt(friction[i] * friction[ia])
         if mu <= 0.0:
             continue
+        K = wi + u * u * wa + v * v * wb + w * w * wc  # friction: along the body, which does not hold it
         # relative displacement over the substep, tangential part
         r0 = (
             x[i, 0]
@@ -527,12 +554,13 @@ def solve_edge_edge(
     start,
     rows,
     lam,
+    body_normal,
 ):
     """One Gauss-Seidel pass over the active edge-edge pairs ``rows``: ``C = side n . (pa - pb) - d``
     with pa = a + s (b - a), pb = c + t (d - c) the closest points and n the unit common normal;
     gradient (1 - s, s) side n on a, b and -(1 - t, t) side n on c, d; then friction. A pair
-    overlapping at the substep start comes out by at most ``depenetration`` a substep
-    (:func:`solve_vertex_triangle`)."""
+    overlapping at the substep start comes out by at most ``depenetration`` a substep, and a
+    vertex lying on a body is not pushed into it (:func:`solve_vertex_triangle`)."""
     pushed = 0
     for r in range(rows.shape[0]):
         k = rows[r]
@@ -562,7 +590,11 @@ def solve_edge_edge(
         wb = _layer_weight(inv_mass[b], la, lc, layer_mass_scale)
         wc = _layer_weight(inv_mass[c], lc, la, layer_mass_scale)
         wd = _layer_weight(inv_mass[d], lc, la, layer_mass_scale)
-        K = ka * ka * wa + kb * kb * wb + kc * kc * wc + kd * kd * wd
+        ma = wa * _body_share(body_normal, a, 1.0, n0, n1, n2)  # mobility along the push: a vertex on a body stays
+        mb = wb * _body_share(body_normal, b, 1.0, n0, n1, n2)
+        mc = wc * _body_share(body_normal, c, -1.0, n0, n1, n2)
+        md = wd * _body_share(body_normal, d, -1.0, n0, n1, n2)
+        K = ka * ka * ma + kb * kb * mb + kc * kc * mc + kd * kd * md
         if 0.05 * max(max(wa, wb), max(wc, wd)) > K or K <= 0.0:
             continue  # only an end of small weight next to a pin could move: it would be thrown by C / (1 - s)
         dlam = -C / K
@@ -570,13 +602,16 @@ def solve_edge_edge(
         held[k] = True
         pushed += 1
         for dim, nd in ((0, n0), (1, n1), (2, n2)):
-            x[a, dim] += wa * ka * dlam * nd
-            x[b, dim] += wb * kb * dlam * nd
-            x[c, dim] -= wc * kc * dlam * nd
-            x[d, dim] -= wd * kd * dlam * nd
+            x[a, dim] += ma * ka * dlam * nd
+            x[b, dim] += mb * kb * dlam * nd
+            x[c, dim] -= mc * kc * dlam * nd
+            x[d, dim] -= md * kd * dlam * nd
         mu = sqrt(friction[a] * friction[c])
         if mu <= 0.0:
             continue
+        K = (
+            ka * ka * wa + kb * kb * wb + kc * kc * wc + kd * kd * wd
+        )  # friction: along the body, which does not hold it
         r0 = (
             ka * (x[a, 0] - x_start[a, 0])
             + kb * (x[b, 0] - x_start[b, 0])

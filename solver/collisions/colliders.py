@@ -69,6 +69,11 @@ from .mesh_collider import MeshCollider
 from .proxies import AnalyticCollider, SDFGrid, TriangleMesh, validated_rotation, validated_vector
 from .snapshot import ColliderSnapshot, snapshot_of
 
+#: how far past touching (in units of the contact distance r: ``C <= 0.05 r``) a vertex still
+#: counts as lying on the body (:meth:`Colliders.add_touching_normals`); a vertex the body just
+#: pushed sits at C = 0
+TOUCHING_REACH = 0.05
+
 
 @dataclass
 class SelfCollision:
@@ -605,6 +610,18 @@ class Colliders(ContactHandler):
         if self._n_contacts:
             contacts.add_push_normals(
                 x, self.c_vertex, self.c_normal, self.c_point, self.c_radius, self._n_contacts, push
+            )
+
+    def add_touching_normals(self, x, out) -> None:
+        """Add to ``out[i]`` the outward normal of every body contact of the last narrow phase that
+        vertex i touches or lies inside at ``x`` (``C = n . (x - q) - r <= 0.05 r``). A
+        :class:`~.world.CollisionWorld` reads it before each pass of its cloth contacts: a cloth
+        contact must not push such a vertex into the body, where the body's next pass would
+        push it back out through the layer above (docs/design/cloth_contacts.md, "The body
+        under the layers")."""
+        if self._n_contacts:
+            contacts.add_push_normals(
+                x, self.c_vertex, self.c_normal, self.c_point, self.c_radius, self._n_contacts, out, TOUCHING_REACH
             )
 
     def snapshot(self) -> ColliderSnapshot:

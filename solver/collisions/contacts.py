@@ -150,16 +150,18 @@ def solve_contacts(
 
 
 @njit(**_JIT)
-def add_push_normals(x, vertex, normal, point, radius, n_contacts, push):
+def add_push_normals(x, vertex, normal, point, radius, n_contacts, push, reach=1.0):
     """Add to ``push[vertex[c]]`` the normal of every contact row ``c < n_contacts`` whose vertex
-    lies, at ``x``, within the contact's own distance of touching (``n . (x - q) - r <= r``); rows
-    in order (the sums of ``np.add.at``). :meth:`.colliders.Colliders.add_push_normals` (measured
-    93 us for 1063 contacts in NumPy, a fine-projection or contact-aware substep pays it)."""
+    lies, at ``x``, within ``reach`` times the contact's own distance of touching
+    (``n . (x - q) - r <= reach r``); rows in order (the sums of ``np.add.at``).
+    :meth:`.colliders.Colliders.add_push_normals` (reach 1; measured 93 us for 1063 contacts in
+    NumPy, a fine-projection or contact-aware substep pays it) and
+    :meth:`.colliders.Colliders.add_touching_normals` (reach 0.05)."""
     for c in range(n_contacts):
         v = vertex[c]
         n0, n1, n2 = normal[c, 0], normal[c, 1], normal[c, 2]
         gap = n0 * (x[v, 0] - point[c, 0]) + n1 * (x[v, 1] - point[c, 1]) + n2 * (x[v, 2] - point[c, 2])
-        if gap - radius[c] <= radius[c]:
+        if gap - radius[c] <= reach * radius[c]:
             push[v, 0] += n0
             push[v, 1] += n1
             push[v, 2] += n2

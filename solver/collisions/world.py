@@ -217,6 +217,9 @@ class CollisionWorld:
         self.lists = CandidateLists(self.mesh, self.margin_m, edge_len, self.edge_edge, partial_detection)
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)
         self._vt_lam = self._ee_lam = np.zeros(0)
+        #: per vertex, the outward normals of the body contacts it lies on, refreshed before each
+        #: pass of the cloth contacts (:func:`.cloth_contacts._body_share`)
+        self.body_normal = np.zeros((n, 3))
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
         #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
@@ -275,6 +278,8 @@ class CollisionWorld:
         t0 = time.perf_counter()
         m, cand = self.mesh, self.lists.cand
         pushed = 0
+        if self._vt_rows.shape[0] or self._ee_rows.shape[0]:
+            self._read_body_normals()
         if self._vt_rows.shape[0]:
             pushed += cc.solve_vertex_triangle(
                 self.x,
@@ -293,6 +298,7 @@ class CollisionWorld:
                 cand.vt_start,
                 self._vt_rows,
                 self._vt_lam,
+                self.body_normal,
             )
         if self._ee_rows.shape[0]:
             pushed += cc.solve_edge_edge(
@@ -312,9 +318,23 @@ class CollisionWorld:
                 cand.ee_start,
                 self._ee_rows,
                 self._ee_lam,
+                self.body_normal,
             )
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
+
+    def _read_body_normals(self) -> None:
+        """``body_normal``: where each vertex lies on its cloth's body colliders now (zeros: free).
+        The body contacts come after the cloth contacts in each round and push a vertex the cloth
+        contacts moved into the body straight back out, through the layer over it; read here,
+        the cloth contacts push that layer out instead (docs/design/cloth_contacts.md, "The body
+        under the layers")."""
+        self.body_normal.fill(0.0)
+        for k, c in enumerate(self.cloths):
+            touching = getattr(c.contact_handler, "add_touching_normals", None)
+            if touching is not None:
+                o, e = self.offsets[k], self.offsets[k + 1]
+                touching(self.x[o:e], self.body_normal[o:e])
 
     def _count_crossings(self) -> tuple[int, int]:
         """Crossing triangle pairs at the frame end: all, and those the contacts keep apart."""

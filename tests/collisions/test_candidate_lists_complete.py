@@ -101,7 +101,7 @@ def test_lists_hold_every_pair_in_contact_of_a_twisted_pinned_tube():
     pinned = cloth.rest_positions[cloth.pinned_vertices]
     renewals = {"detections": 0, "partial_detections": 0, "redetected_vertices": 0, "affine_substeps": 0}
     for f in range(6):
-        turn = 1.5 * (f + 1) / 6.0  # the pinned ring turns 1.5 rad about the body's axis
+        turn = 1.8 * (f + 1) / 6.0  # the pinned ring turns 1.8 rad about the body's axis
         c, s = np.cos(turn), np.sin(turn)
         shift = np.array([0.05 * np.sin(2.0 * np.pi * (f + 1) / 8.0), 0.0, 0.0])
         handler.set_mesh_positions("body", body_v + shift)
@@ -109,10 +109,11 @@ def test_lists_hold_every_pair_in_contact_of_a_twisted_pinned_tube():
         for key in renewals:
             renewals[key] += world.last_stats[key]
     assert len(seen) >= 6 * 20
-    # the twist folds the tube onto itself (measured: up to 83 pairs in contact, at 150 of 240
-    # substeps, frames run again included), and the lists were renewed whole and in part, with
-    # the paths' common motion an affine map (measured: 74 whole and 153 partial passes)
-    assert max(a for a, _ in seen) >= 20 and sum(a > 0 for a, _ in seen) >= 50
+    # the twist folds the tube onto itself (measured: up to 41 pairs in contact, at 43 of 120
+    # substeps; at 1.5 rad, since the cloth contacts stopped pushing the layer on the body into it,
+    # only 27 substeps), and the lists were renewed whole and in part, with the paths' common
+    # motion an affine map (measured: 52 whole and 68 partial passes)
+    assert max(a for a, _ in seen) >= 20 and sum(a > 0 for a, _ in seen) >= 30
     assert renewals["detections"] >= 2 and renewals["partial_detections"] >= 2, renewals
     assert renewals["redetected_vertices"] >= 1000, renewals
     assert renewals["affine_substeps"] >= 20, renewals

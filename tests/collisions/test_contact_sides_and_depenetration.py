@@ -47,6 +47,7 @@ def _solve_ee(x, x_start, side, held, start, depenetration=1.0):
         start,
         np.array([0], dtype=np.int64),
         lam,
+        np.zeros((4, 3)),
     )
     return pushed
 
@@ -149,5 +150,6 @@ def test_vertex_over_a_face_overlapping_from_the_start_comes_out_at_the_depenetr
             start,
             np.array([0], dtype=np.int64),
             lam,
+            np.zeros((4, 3)),
         )
         assert abs(x[3, 2] - expected) < 1e-9, (start_height, x[3, 2])
