@@ -47,7 +47,7 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
-from .geometry import closest_on_triangle, triangle_normal
+from .geometry import closest_on_triangle, push_vertex_triangle, triangle_normal
 
 
 class ContactMesh(NamedTuple):
@@ -483,18 +483,7 @@ def solve_vertex_triangle(
         lam[r] += dlam
         held[c] = True
         pushed += 1
-        x[i, 0] += mi * dlam * n0
-        x[i, 1] += mi * dlam * n1
-        x[i, 2] += mi * dlam * n2
-        x[ia, 0] -= ma * u * dlam * n0
-        x[ia, 1] -= ma * u * dlam * n1
-        x[ia, 2] -= ma * u * dlam * n2
-        x[ib, 0] -= mb * v * dlam * n0
-        x[ib, 1] -= mb * v * dlam * n1
-        x[ib, 2] -= mb * v * dlam * n2
-        x[ic, 0] -= mc * w * dlam * n0
-        x[ic, 1] -= mc * w * dlam * n1
-        x[ic, 2] -= mc * w * dlam * n2
+        push_vertex_triangle(x, i, ia, ib, ic, u, v, w, mi, ma, mb, mc, dlam, n0, n1, n2)
         mu = sqrt(friction[i] * friction[ia])
         if mu <= 0.0:
             continue

@@ -137,3 +137,23 @@ def triangle_spheres(v0, tris, center, rad):
                 r2, (v0[j, 0] - center[t, 0]) ** 2 + (v0[j, 1] - center[t, 1]) ** 2 + (v0[j, 2] - center[t, 2]) ** 2
             )
         rad[t] = sqrt(r2)
+
+
+@njit(inline="always", **_JIT)
+def push_vertex_triangle(x, i, ia, ib, ic, u, v, w, wi, wa, wb, wc, step, n0, n1, n2):
+    """Apply a vertex-triangle correction: vertex i moves by ``wi step n``, the triangle's corners
+    by ``-w_k b_k step n`` with b = (u, v, w) the barycentrics of the contact point (the gradient of
+    ``C = n . (p - (u a + v b + w c))``; Bridson et al. 2002); ``w*`` each vertex's inverse mass (or
+    its share of it)."""
+    x[i, 0] += wi * step * n0
+    x[i, 1] += wi * step * n1
+    x[i, 2] += wi * step * n2
+    x[ia, 0] -= wa * u * step * n0
+    x[ia, 1] -= wa * u * step * n1
+    x[ia, 2] -= wa * u * step * n2
+    x[ib, 0] -= wb * v * step * n0
+    x[ib, 1] -= wb * v * step * n1
+    x[ib, 2] -= wb * v * step * n2
+    x[ic, 0] -= wc * w * step * n0
+    x[ic, 1] -= wc * w * step * n1
+    x[ic, 2] -= wc * w * step * n2

@@ -12,7 +12,7 @@ from .._intrinsics import sqrt
 from ..kernels import clamp_unilateral, inverse_denominator, xpbd_delta_lambda
 from ._jit import _JIT, _JIT_PARALLEL
 from .chunks import concatenate_chunks, equal_chunks, fill_in_chunks
-from .geometry import closest_on_triangle, triangle_normal
+from .geometry import closest_on_triangle, push_vertex_triangle, triangle_normal
 from .hash_grid import boxes_overlapping, cell_hash, finite_box, hash_boxes
 from .mesh_kernels import swept_triangle_boxes
 
@@ -623,15 +623,4 @@ def solve_self_triangles(x, inv_mass, cv, ct, cs, tris, thickness, lam):
         dlam = xpbd_delta_lambda(C, 0.0, 0.0, 0.0, lam[c], inverse_denominator(K, 0.0, 0.0))
         dlam = clamp_unilateral(lam[c], dlam, 1.0)
         lam[c] += dlam
-        x[i, 0] += wi * dlam * n0
-        x[i, 1] += wi * dlam * n1
-        x[i, 2] += wi * dlam * n2
-        x[ia, 0] -= wa * u * dlam * n0
-        x[ia, 1] -= wa * u * dlam * n1
-        x[ia, 2] -= wa * u * dlam * n2
-        x[ib, 0] -= wb * v * dlam * n0
-        x[ib, 1] -= wb * v * dlam * n1
-        x[ib, 2] -= wb * v * dlam * n2
-        x[ic, 0] -= wc * w * dlam * n0
-        x[ic, 1] -= wc * w * dlam * n1
-        x[ic, 2] -= wc * w * dlam * n2
+        push_vertex_triangle(x, i, ia, ib, ic, u, v, w, wi, wa, wb, wc, dlam, n0, n1, n2)
