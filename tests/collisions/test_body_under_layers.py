@@ -3,8 +3,8 @@ body into it, so the pair's other side takes the push the body would only hand b
 the layer above (solver/collisions/cloth_contacts.py, ``_body_share``;
 docs/design/cloth_contacts.md, "The body under the layers").
 
-Checked on four vertices against the plane geometry they are set up in, and on a sheet draped
-on a sphere against the sphere's own distance.
+Checked on four vertices (a vertex under a triangle, an edge under an edge) against the plane
+geometry they are set up in, and on a sheet draped on a sphere against the sphere's own distance.
 """
 
 import math
@@ -102,3 +102,44 @@ def test_the_world_reads_the_vertices_that_lie_on_the_sphere():
     unit = world.body_normal[held] / np.linalg.norm(world.body_normal[held], axis=1)[:, None]
     radial = world.x[held] / radius[held, None]
     assert np.all(np.einsum("ij,ij->i", unit, radial) > 0.999)
+
+
+def _press_edges(body_normal_of_a):
+    """Edge 0-1 along x at the origin, edge 2-3 along y 2 mm above it (the pair wants 4 mm: C = -2 mm,
+    closest points at both midpoints, so each end carries half), all four of unit inverse mass; one
+    pass of the edge-edge solve. Returns the positions."""
+    x = np.array([[-0.01, 0.0, 0.0], [0.01, 0.0, 0.0], [0.0, -0.01, 0.002], [0.0, 0.01, 0.002]])
+    edges = np.array([[0, 1], [2, 3]], dtype=np.int64)
+    body_normal = np.zeros((4, 3))
+    body_normal[0] = body_normal[1] = body_normal_of_a
+    side = np.array([[0.0, 0.0, -1.0]])  # edge 0-1 belongs under edge 2-3
+    cc.solve_edge_edge(
+        x,
+        x.copy(),
+        np.ones(4),
+        edges,
+        np.full(4, D),
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4),
+        1.0,
+        0.0,
+        np.array([0], dtype=np.int64),
+        np.array([1], dtype=np.int64),
+        side,
+        np.array([False]),
+        np.zeros(1),
+        np.array([0], dtype=np.int64),
+        np.zeros(1),
+        body_normal,
+    )
+    return x
+
+
+def test_an_edge_on_the_body_stays_and_the_edge_above_takes_the_whole_push():
+    # free: K = 4 x (1/2)^2 = 1, each edge's midpoint moves 1 mm: the lower edge to -1 mm, the upper to 3 mm
+    free = _press_edges((0.0, 0.0, 0.0))
+    assert np.allclose(free[:2, 2], -0.001, atol=1e-12) and np.allclose(free[2:, 2], 0.003, atol=1e-12)
+    # the lower edge on a body with outward normal +z: it stays, the upper one rises the whole 2 mm
+    held = _press_edges((0.0, 0.0, 1.0))
+    assert np.array_equal(held[:2], [[-0.01, 0.0, 0.0], [0.01, 0.0, 0.0]])
+    assert np.allclose(held[2:, 2], 0.004, atol=1e-12)
