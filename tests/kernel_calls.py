@@ -9,6 +9,7 @@ test can write out any multiplier lifecycle.
 import numpy as np
 
 from selvedge.solver import kernels as kn
+from selvedge.solver.collisions import cloth_contacts as cc
 from selvedge.solver.constraints import ConstraintSet, step_coefficients
 
 
@@ -53,3 +54,45 @@ def dihedral(points):
     """Kernel dihedral angle of (wing 1, wing 2, hinge a, hinge b), ok flag and its (4,3) gradient."""
     theta, ok, *grad = kn.dihedral_angle_and_gradient(np.ascontiguousarray(points, dtype=np.float64), 0, 1, 2, 3)
     return theta, ok, np.array(grad, dtype=np.float64)
+
+
+def _one_pair(first, second, side, held, start, body_normal):
+    """The pair's own arguments: its two primitives' numbers, its narrow-phase state, its row
+    (the only one) and multiplier, and the body normals (zeros when None)."""
+    return (
+        np.array([first], dtype=np.int64),
+        np.array([second], dtype=np.int64),
+        side,
+        held,
+        start,
+        np.array([0], dtype=np.int64),
+        np.zeros(1),
+        np.zeros((4, 3)) if body_normal is None else body_normal,
+    )
+
+
+def _one_layer(contact_distance, depenetration):
+    """Four vertices of one layer, each ``contact_distance`` thick (so the pair keeps that
+    distance), no friction, no layer scaling."""
+    return (np.full(4, contact_distance), np.zeros(4, dtype=np.int64), np.zeros(4), 1.0, depenetration)
+
+
+def vertex_triangle_pair(
+    x, x_start, inv_mass, side, held, start, contact_distance, depenetration=0.0, body_normal=None
+):
+    """One pass of :func:`cloth_contacts.solve_vertex_triangle` over one pair, vertex 3 against the
+    triangle (0, 1, 2); ``side`` (1,), ``held`` and ``start`` as the narrow phase leaves them;
+    ``body_normal`` (4, 3) or None (no vertex on a body). Returns the number of pairs that pushed."""
+    tris = np.array([[0, 1, 2]], dtype=np.int64)
+    w = np.asarray(inv_mass, dtype=np.float64)
+    layer = _one_layer(contact_distance, depenetration)
+    return cc.solve_vertex_triangle(x, x_start, w, tris, *layer, *_one_pair(3, 0, side, held, start, body_normal))
+
+
+def edge_edge_pair(x, x_start, inv_mass, side, held, start, contact_distance, depenetration=0.0, body_normal=None):
+    """One pass of :func:`cloth_contacts.solve_edge_edge` over one pair, edge 0-1 against edge 2-3;
+    ``side`` (1, 3), as for :func:`vertex_triangle_pair` otherwise."""
+    edges = np.array([[0, 1], [2, 3]], dtype=np.int64)
+    w = np.asarray(inv_mass, dtype=np.float64)
+    layer = _one_layer(contact_distance, depenetration)
+    return cc.solve_edge_edge(x, x_start, w, edges, *layer, *_one_pair(0, 1, side, held, start, body_normal))

@@ -10,10 +10,10 @@ geometry they are set up in, and on a sheet draped on a sphere against the spher
 import math
 
 import numpy as np
+from kernel_calls import edge_edge_pair, vertex_triangle_pair
 
 from selvedge.solver import Cloth, SolverSettings, grid_mesh
 from selvedge.solver.collisions import Colliders, Sphere
-from selvedge.solver.collisions import cloth_contacts as cc
 from selvedge.solver.collisions.colliders import TOUCHING_REACH
 from selvedge.solver.collisions.world import ClothCollision, CollisionWorld
 
@@ -25,28 +25,10 @@ def _press(body_normal_of_vertex):
     """Vertex 3 at the origin under a triangle 2 mm above it (the pair wants 4 mm: C = -2 mm), all
     four of unit inverse mass; one pass of the vertex-triangle solve. Returns the positions."""
     x = np.vstack([TRIANGLE, [[0.0, 0.0, 0.0]]])
-    tris = np.array([[0, 1, 2]], dtype=np.int64)
     body_normal = np.zeros((4, 3))
     body_normal[3] = body_normal_of_vertex
-    cc.solve_vertex_triangle(
-        x,
-        x.copy(),
-        np.ones(4),
-        tris,
-        np.full(4, D),
-        np.zeros(4, dtype=np.int64),
-        np.zeros(4),  # no friction
-        1.0,
-        0.0,
-        np.array([3], dtype=np.int64),
-        np.array([0], dtype=np.int64),
-        np.array([-1.0]),  # the vertex belongs under the triangle
-        np.array([False]),
-        np.zeros(1),
-        np.array([0], dtype=np.int64),
-        np.zeros(1),
-        body_normal,
-    )
+    below = np.array([-1.0])  # the vertex belongs under the triangle
+    vertex_triangle_pair(x, x.copy(), np.ones(4), below, np.array([False]), np.zeros(1), D, body_normal=body_normal)
     return x
 
 
@@ -109,29 +91,10 @@ def _press_edges(body_normal_of_a):
     closest points at both midpoints, so each end carries half), all four of unit inverse mass; one
     pass of the edge-edge solve. Returns the positions."""
     x = np.array([[-0.01, 0.0, 0.0], [0.01, 0.0, 0.0], [0.0, -0.01, 0.002], [0.0, 0.01, 0.002]])
-    edges = np.array([[0, 1], [2, 3]], dtype=np.int64)
     body_normal = np.zeros((4, 3))
     body_normal[0] = body_normal[1] = body_normal_of_a
-    side = np.array([[0.0, 0.0, -1.0]])  # edge 0-1 belongs under edge 2-3
-    cc.solve_edge_edge(
-        x,
-        x.copy(),
-        np.ones(4),
-        edges,
-        np.full(4, D),
-        np.zeros(4, dtype=np.int64),
-        np.zeros(4),
-        1.0,
-        0.0,
-        np.array([0], dtype=np.int64),
-        np.array([1], dtype=np.int64),
-        side,
-        np.array([False]),
-        np.zeros(1),
-        np.array([0], dtype=np.int64),
-        np.zeros(1),
-        body_normal,
-    )
+    below = np.array([[0.0, 0.0, -1.0]])  # edge 0-1 belongs under edge 2-3
+    edge_edge_pair(x, x.copy(), np.ones(4), below, np.array([False]), np.zeros(1), D, body_normal=body_normal)
     return x
 
 

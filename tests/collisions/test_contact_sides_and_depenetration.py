@@ -11,6 +11,7 @@ vertices against the geometry they are set up in:
 import math
 
 import numpy as np
+from kernel_calls import edge_edge_pair, vertex_triangle_pair
 
 from selvedge.solver.collisions import cloth_contacts as cc
 
@@ -27,29 +28,7 @@ def _edge_pair(theta, gap):
 
 
 def _solve_ee(x, x_start, side, held, start, depenetration=1.0):
-    edges = np.array([[0, 1], [2, 3]], dtype=np.int64)
-    inv_mass = np.array([0.0, 0.0, 1.0, 1.0])
-    lam = np.zeros(1)
-    pushed = cc.solve_edge_edge(
-        x,
-        x_start,
-        inv_mass,
-        edges,
-        np.full(4, D),
-        np.zeros(4, dtype=np.int64),
-        np.zeros(4),
-        1.0,
-        depenetration,
-        np.array([0], dtype=np.int64),
-        np.array([1], dtype=np.int64),
-        side,
-        held,
-        start,
-        np.array([0], dtype=np.int64),
-        lam,
-        np.zeros((4, 3)),
-    )
-    return pushed
+    return edge_edge_pair(x, x_start, [0.0, 0.0, 1.0, 1.0], side, held, start, D, depenetration)
 
 
 def _narrow_ee(x_start, x_pred, side, held, start):
@@ -132,24 +111,5 @@ def test_vertex_over_a_face_overlapping_from_the_start_comes_out_at_the_depenetr
         held, start, active = np.array([False]), np.zeros(1), np.empty(1, dtype=np.bool_)
         cc._vt_narrow_flags(x_start, x, tris, np.full(4, D), cv, ct, side, held, start, active)
         assert active[0]
-        lam = np.zeros(1)
-        cc.solve_vertex_triangle(
-            x,
-            x_start,
-            np.array([0.0, 0.0, 0.0, 1.0]),
-            tris,
-            np.full(4, D),
-            np.zeros(4, dtype=np.int64),
-            np.zeros(4),
-            1.0,
-            0.0002,
-            cv,
-            ct,
-            side,
-            held,
-            start,
-            np.array([0], dtype=np.int64),
-            lam,
-            np.zeros((4, 3)),
-        )
+        vertex_triangle_pair(x, x_start, [0.0, 0.0, 0.0, 1.0], side, held, start, D, 0.0002)
         assert abs(x[3, 2] - expected) < 1e-9, (start_height, x[3, 2])
