@@ -29,6 +29,15 @@ selvedge_python() {  # print the path of a working Python $1 (e.g. 3.13), or fai
   return 2
 }
 
+selvedge_free_space() {  # fail with one clear line when the venv's disk cannot hold an install
+  local need_mib="${SELVEDGE_VENV_MIN_FREE_MIB:-3500}" free_mib  # .venv with torch and bpy: ~2.4 GiB
+  free_mib="$(df -Pm "$1" 2>/dev/null | awk 'NR == 2 {print $4}')"
+  if [ -n "$free_mib" ] && [ "$free_mib" -lt "$need_mib" ]; then
+    echo "Selvedge: only $free_mib MiB free where $1 lives; installing its packages needs about $need_mib MiB (free some disk, or set SELVEDGE_VENV_MIN_FREE_MIB)" >&2
+    return 28
+  fi
+}
+
 selvedge_venv() {  # selvedge_venv REQUIREMENTS [3.11|3.13 [VENV_FOLDER]]
   local req="$1" want="${2:-3.11}" python stamp
   case "$want" in
@@ -45,6 +54,7 @@ selvedge_venv() {  # selvedge_venv REQUIREMENTS [3.11|3.13 [VENV_FOLDER]]
     { echo "Selvedge: $VENV is not Python $want; delete it and run again" >&2; return 2; }
   stamp="$VENV/.installed-$(basename "$req")-$(cat requirements/*.txt | sha1sum | cut -c1-12)"
   if [ ! -f "$stamp" ]; then
+    selvedge_free_space "$VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
     touch "$stamp"
   fi
