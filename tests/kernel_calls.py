@@ -68,6 +68,8 @@ def _one_pair(first, second, side, held, start, body_normal):
         np.array([0], dtype=np.int64),
         np.zeros(1),
         np.zeros((4, 3)) if body_normal is None else body_normal,
+        np.full(1, -1.0),  # no clearance: the pair is always read
+        np.zeros(4),
     )
 
 

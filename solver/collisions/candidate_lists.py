@@ -482,7 +482,18 @@ class CandidateLists:
             c.ee_a, c.ee_b, c.ee_side, c.ee_held, self._ee_keys, edge_hit, edge_hit, *ee
         )
         self.cand = cc.Candidates(
-            cv, ct, vt_side.reshape(-1), ea, eb, ee_side, vt_held, ee_held, np.zeros(cv.shape[0]), np.zeros(ea.shape[0])
+            cv,
+            ct,
+            vt_side.reshape(-1),
+            ea,
+            eb,
+            ee_side,
+            vt_held,
+            ee_held,
+            np.zeros(cv.shape[0]),
+            np.zeros(ea.shape[0]),
+            np.full(cv.shape[0], -1.0),
+            np.full(ea.shape[0], -1.0),
         )
 
     def _install(self, x, cv, ct, ea, eb):
@@ -500,5 +511,7 @@ class CandidateLists:
             ee[3],
             np.zeros(vt[0].shape[0]),
             np.zeros(ee[0].shape[0]),
+            np.full(vt[0].shape[0], -1.0),
+            np.full(ee[0].shape[0], -1.0),
         )
         self._vt_keys, self._ee_keys = vt[4], ee[4]

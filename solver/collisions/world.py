@@ -220,6 +220,9 @@ class CollisionWorld:
         #: per vertex, the outward normals of the body contacts it lies on, refreshed before each
         #: pass of the cloth contacts (:func:`.cloth_contacts._body_share`)
         self.body_normal = np.zeros((n, 3))
+        #: per vertex, how far it is from its substep start, refreshed before each pass of the
+        #: cloth contacts (:func:`.cloth_contacts._still_apart`)
+        self.moved = np.zeros(n)
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
         #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
@@ -280,6 +283,7 @@ class CollisionWorld:
         pushed = 0
         if self._vt_rows.shape[0] or self._ee_rows.shape[0]:
             self._read_body_normals()
+            cc.distances_moved(self.x, self.x_start, self.moved)
         if self._vt_rows.shape[0]:
             pushed += cc.solve_vertex_triangle(
                 self.x,
@@ -299,6 +303,8 @@ class CollisionWorld:
                 self._vt_rows,
                 self._vt_lam,
                 self.body_normal,
+                cand.vt_clearance,
+                self.moved,
             )
         if self._ee_rows.shape[0]:
             pushed += cc.solve_edge_edge(
@@ -319,6 +325,8 @@ class CollisionWorld:
                 self._ee_rows,
                 self._ee_lam,
                 self.body_normal,
+                cand.ee_clearance,
+                self.moved,
             )
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
