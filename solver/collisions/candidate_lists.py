@@ -481,37 +481,11 @@ class CandidateLists:
         ea, eb, ee_side, ee_held, self._ee_keys = merge_pairs(
             c.ee_a, c.ee_b, c.ee_side, c.ee_held, self._ee_keys, edge_hit, edge_hit, *ee
         )
-        self.cand = cc.Candidates(
-            cv,
-            ct,
-            vt_side.reshape(-1),
-            ea,
-            eb,
-            ee_side,
-            vt_held,
-            ee_held,
-            np.zeros(cv.shape[0]),
-            np.zeros(ea.shape[0]),
-            np.full(cv.shape[0], -1.0),
-            np.full(ea.shape[0], -1.0),
-        )
+        self.cand = cc.new_candidates(cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held)
 
     def _install(self, x, cv, ct, ea, eb):
         """Make the pairs of a whole detection the lists (sorted by key, sides at x; a pair found
         before keeps its remembered side and held flag)."""
         vt, ee = self._new_pairs(x, cv, ct, ea, eb)
-        self.cand = cc.Candidates(
-            vt[0],
-            vt[1],
-            vt[2].reshape(-1),
-            ee[0],
-            ee[1],
-            ee[2],
-            vt[3],
-            ee[3],
-            np.zeros(vt[0].shape[0]),
-            np.zeros(ee[0].shape[0]),
-            np.full(vt[0].shape[0], -1.0),
-            np.full(ee[0].shape[0], -1.0),
-        )
+        self.cand = cc.new_candidates(vt[0], vt[1], vt[2], ee[0], ee[1], ee[2], vt[3], ee[3])
         self._vt_keys, self._ee_keys = vt[4], ee[4]

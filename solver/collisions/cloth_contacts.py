@@ -96,6 +96,26 @@ class Candidates(NamedTuple):
     ee_clearance: np.ndarray
 
 
+def new_candidates(cv, ct, vt_side, ea, eb, ee_side, vt_held, ee_held) -> Candidates:
+    """The lists of a detection: its pairs with their sides and held flags; the per-substep
+    fields (start, clearance) are the narrow phase's to write."""
+    k_vt, k_ee = cv.shape[0], ea.shape[0]
+    return Candidates(
+        cv,
+        ct,
+        vt_side.reshape(-1),
+        ea,
+        eb,
+        ee_side,
+        vt_held,
+        ee_held,
+        np.zeros(k_vt),
+        np.zeros(k_ee),
+        np.full(k_vt, -1.0),
+        np.full(k_ee, -1.0),
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Small geometry: segment-segment closest points (Ericson 5.1.9), in-triangle projection.
 # ----------------------------------------------------------------------------------------------
@@ -255,7 +275,7 @@ FACE_TOLERANCE = 0.05
 
 
 @njit(inline="always", **_JIT)
-def _vt_clearance(x, i, ia, ib, ic, margin, height):
+def _vt_clearance(x, ia, ib, ic, u, v, w, margin, height):
     """How far (m, summed over the vertex and the farthest-moved corner) a vertex-triangle pair
     that starts ``margin = C >= 0`` clear may move and keep ``C > 0``. C is the height over the
     face's plane (less the contact distance), whatever the clamped barycentrics. Take the foot y
@@ -264,8 +284,8 @@ def _vt_clearance(x, i, ia, ib, ic, margin, height):
     the plane tilts by at most ``3 dc / min altitude``, which lowers the height by ``height (1 -
     cos)``, second order. So C stays positive while ``dp + dc < min(margin / (L + 1), min alt^2 /
     (4.5 height))`` (the second bound keeps the tilt's part below ``dp + dc``), and below a tenth
-    of the least altitude, where those first-order bounds hold."""
-    u, v, w = _plane_barycentrics(x, i, ia, ib, ic)
+    of the least altitude, where those first-order bounds hold. ``u, v, w``: the foot's
+    barycentrics (:func:`_plane_barycentrics`, which the narrow phase has at hand)."""
     lever = abs(u) + abs(v) + abs(w)
     e0, e1, e2 = x[ib, 0] - x[ia, 0], x[ib, 1] - x[ia, 1], x[ib, 2] - x[ia, 2]
     f0, f1, f2 = x[ic, 0] - x[ia, 0], x[ic, 1] - x[ia, 1], x[ic, 2] - x[ia, 2]
@@ -281,16 +301,15 @@ def _vt_clearance(x, i, ia, ib, ic, margin, height):
 
 
 @njit(inline="always", **_JIT)
-def _ee_clearance(x, a, b, c, d, s, t, margin, height):
+def _ee_clearance(x, a, b, c, d, margin, height):
     """As :func:`_vt_clearance` for an edge-edge pair whose closest points lie inside both edges
-    (else -1: no skip). C is the distance between the two edges' lines along their common normal
-    (less the contact distance), the same at any pair of points on the lines; follow the closest
-    points with the edges (each moves by at most its edge's farthest-moved end) and the normal
-    tilts by at most ``kappa delta``, ``kappa = 2 (1 / |ab| + 1 / |cd|) / sin`` (sin >= 0.15, or
-    the pair has no normal). C stays positive while the two moves sum to less than ``min(margin /
-    2, 2 / (height kappa^2))``, and below a tenth of the shorter edge times sin."""
-    if not (0.0 < s < 1.0 and 0.0 < t < 1.0):
-        return -1.0
+    (the caller's test; at an end, C measures less than the distance). C is the distance between
+    the two edges' lines along their common normal (less the contact distance), the same at any
+    pair of points on the lines; follow the closest points with the edges (each moves by at most
+    its edge's farthest-moved end) and the normal tilts by at most ``kappa delta``, with
+    ``kappa = 2 (1 / |ab| + 1 / |cd|) / sin`` (sin >= 0.15, or the pair has no normal). C stays
+    positive while the two moves sum to less than ``min(margin / 2, 2 / (height kappa^2))``, and
+    below a tenth of the shorter edge times sin."""
     u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
     v0, v1, v2 = x[d, 0] - x[c, 0], x[d, 1] - x[c, 1], x[d, 2] - x[c, 2]
     n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
@@ -345,9 +364,6 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
             side[c] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
         held[c] = False
         start[c] = side[c] * (n0 * e0 + n1 * e1 + n2 * e2) - d_pair
-        clearance[c] = -1.0
-        if start[c] >= 0.0:
-            clearance[c] = _vt_clearance(x_start, i, ia, ib, ic, start[c], start[c] + d_pair)
         reach = (
             d_pair
             + slack
@@ -355,12 +371,18 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
             + max(_travel(x_start, x_pred, ia), max(_travel(x_start, x_pred, ib), _travel(x_start, x_pred, ic)))
         )
         keep = dist <= reach and not (n0 == 0.0 and n1 == 0.0 and n2 == 0.0)
+        clearance[c] = -1.0  # (read for the active pairs only)
         if keep:
             pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
             keep = _inside(pu, pv, pw, FACE_TOLERANCE)
+            if keep and start[c] >= 0.0:
+                clearance[c] = _vt_clearance(x_start, ia, ib, ic, pu, pv, pw, start[c], start[c] + d_pair)
             if not keep:
                 pu, pv, pw = _plane_barycentrics(x_pred, i, ia, ib, ic)
                 keep = _inside(pu, pv, pw, FACE_TOLERANCE)
+                if keep and start[c] >= 0.0:
+                    pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
+                    clearance[c] = _vt_clearance(x_start, ia, ib, ic, pu, pv, pw, start[c], start[c] + d_pair)
         active[c] = keep
 
 
@@ -384,9 +406,6 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         side[c, 0], side[c, 1], side[c, 2] = sign * n0, sign * n1, sign * n2
         held[c] = False
         start[c] = sign * (n0 * g0 + n1 * g1 + n2 * g2) - d_pair
-        clearance[c] = -1.0
-        if start[c] >= 0.0:
-            clearance[c] = _ee_clearance(x_start, a, b, cc, dd, s, t, start[c], start[c] + d_pair)
         reach = (
             d_pair
             + slack
@@ -394,6 +413,9 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
             + max(_travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
         )
         keep = dist <= reach and 0.0 < s < 1.0 and 0.0 < t < 1.0
+        clearance[c] = -1.0  # (read for the active pairs only; one kept at its predicted end alone has its
+        if keep and start[c] >= 0.0:  # closest points at an end now, where C is not the lines' distance)
+            clearance[c] = _ee_clearance(x_start, a, b, cc, dd, start[c], start[c] + d_pair)
         if not keep and dist <= reach:
             s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_pred, a, b, cc, dd)
             keep = 0.0 < s < 1.0 and 0.0 < t < 1.0
@@ -525,9 +547,9 @@ def solve_vertex_triangle(
     not pushed into the body (:func:`_body_share`).
 
     ``clearance`` (the narrow phase's, :attr:`Candidates.vt_clearance`) and ``moved_m`` (N,): how
-    far each vertex is from its substep start now (kept so as this pass moves vertices). A pair that started the substep apart on its
-    side by more than its vertices have moved since (:func:`_still_apart`) is skipped unread
-    (two layered garments pressed together by a body list ~65k pairs within reach; none pushed).
+    far each vertex is from its substep start now (kept current as this pass moves vertices). A
+    pair whose clearance exceeds what its vertices have moved (:func:`_still_apart`) is skipped
+    unread (two layered garments 6 mm apart on a swaying body: ~65k pairs within reach, none push).
 
     Overlap a pair already had at the substep start (``start`` = C there, < 0) is taken out by
     at most ``depenetration`` (m) a substep: the target is ``C >= min(0, start + depenetration)``
