@@ -17,10 +17,13 @@ and edge numbers). Three stages, after Bridson et al. 2002 and the research note
   bound breaks or the window ends).
 * **Narrow phase** per substep (:func:`vertex_triangle_narrow`, :func:`edge_edge_narrow`):
   a candidate is active when its distance at the substep start is below the contact distance
-  plus both primitives' predicted travel over the substep plus a slack (the world's detection
-  margin): the substep's own solve carries a vertex beyond its predicted path (bending pulled a
-  folded hem 3 mm a substep into the layer under it, a pair just out of reach at the substep
-  start was left out, and the fold never came to rest). Each pair remembers its **side** (of the
+  plus both primitives' predicted travel over the substep plus a slack: the substep's own solve
+  carries a vertex beyond its predicted path (bending pulled a folded hem 3 mm a substep into the
+  layer under it, a pair just out of reach at the substep start was left out, and the fold never
+  came to rest). The slack is per vertex, read off how far the last substep's solve pulled it
+  (:func:`solve_slack`, at most the detection margin); a pair farther from the face's plane (from
+  the other edge's line) than its reach is dropped before its closest points are computed. Each
+  pair remembers its **side** (of the
   triangle's plane; along the two edges' common normal): refreshed at every substep start while
   the pair is separated (farther than the contact distance), kept while it is in contact, so a
   vertex or an edge pushed across within a substep is pulled back to its side instead of being
@@ -146,6 +149,21 @@ def closest_on_segments(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2):
         t = 1.0
         s = min(max((bb - cc) / aa, 0.0), 1.0)
     return s, t
+
+
+@njit(inline="always", **_JIT)
+def _common_normal(x, a, b, c, d):
+    """The unit common normal d1 x d2 of edges ab and cd (zero for nearly parallel ones, as
+    :func:`_edge_frame`'s)."""
+    u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
+    v0, v1, v2 = x[d, 0] - x[c, 0], x[d, 1] - x[c, 1], x[d, 2] - x[c, 2]
+    n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+    ln = sqrt(n0 * n0 + n1 * n1 + n2 * n2)
+    lu = sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    lv = sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+    if not ln > 0.15 * lu * lv:
+        return 0.0, 0.0, 0.0
+    return n0 / ln, n1 / ln, n2 / ln
 
 
 @njit(inline="always", **_JIT)
@@ -326,11 +344,38 @@ def _ee_clearance(x, a, b, c, d, margin, height):
 
 
 @njit(**_JIT_PARALLEL)
-def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start, clearance, active, slack=0.0):
+def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start, clearance, active, slack, travel):
     for c in prange(cv.shape[0]):
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
         d_pair = 0.5 * (thickness[i] + thickness[ia])
+        reach = (
+            d_pair
+            + max(max(slack[i], slack[ia]), max(slack[ib], slack[ic]))
+            + travel[i]
+            + max(travel[ia], max(travel[ib], travel[ic]))
+        )
+        n0, n1, n2 = triangle_normal(
+            x_start[ia, 0],
+            x_start[ia, 1],
+            x_start[ia, 2],
+            x_start[ib, 0],
+            x_start[ib, 1],
+            x_start[ib, 2],
+            x_start[ic, 0],
+            x_start[ic, 1],
+            x_start[ic, 2],
+        )
+        height = n0 * (x_start[i, 0] - x_start[ia, 0]) + n1 * (x_start[i, 1] - x_start[ia, 1])
+        height += n2 * (x_start[i, 2] - x_start[ia, 2])
+        if abs(height) > reach:  # farther from the plane than reach, so from the face: as below, sooner
+            if not held[c]:
+                side[c] = 1.0 if height >= 0.0 else -1.0
+            held[c] = False
+            start[c] = side[c] * height - d_pair
+            clearance[c] = -1.0
+            active[c] = False
+            continue
         u, v, w = closest_on_triangle(
             x_start[i, 0],
             x_start[i, 1],
@@ -349,27 +394,10 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
         e1 = x_start[i, 1] - u * x_start[ia, 1] - v * x_start[ib, 1] - w * x_start[ic, 1]
         e2 = x_start[i, 2] - u * x_start[ia, 2] - v * x_start[ib, 2] - w * x_start[ic, 2]
         dist = sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-        n0, n1, n2 = triangle_normal(
-            x_start[ia, 0],
-            x_start[ia, 1],
-            x_start[ia, 2],
-            x_start[ib, 0],
-            x_start[ib, 1],
-            x_start[ib, 2],
-            x_start[ic, 0],
-            x_start[ic, 1],
-            x_start[ic, 2],
-        )
         if dist >= d_pair and not held[c]:  # separated, not just pushed: the side is where the vertex is now
             side[c] = 1.0 if n0 * e0 + n1 * e1 + n2 * e2 >= 0.0 else -1.0
         held[c] = False
         start[c] = side[c] * (n0 * e0 + n1 * e1 + n2 * e2) - d_pair
-        reach = (
-            d_pair
-            + slack
-            + _travel(x_start, x_pred, i)
-            + max(_travel(x_start, x_pred, ia), max(_travel(x_start, x_pred, ib), _travel(x_start, x_pred, ic)))
-        )
         keep = dist <= reach and not (n0 == 0.0 and n1 == 0.0 and n2 == 0.0)
         clearance[c] = -1.0  # (read for the active pairs only)
         if keep:
@@ -387,31 +415,42 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
 
 
 @njit(**_JIT_PARALLEL)
-def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, start, clearance, active, slack=0.0):
+def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, start, clearance, active, slack, travel):
     for c in prange(ea.shape[0]):
         a, b = edges[ea[c], 0], edges[ea[c], 1]
         cc, dd = edges[eb[c], 0], edges[eb[c], 1]
         d_pair = 0.5 * (thickness[a] + thickness[cc])
-        s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_start, a, b, cc, dd)
-        dist = sqrt(g0 * g0 + g1 * g1 + g2 * g2)
+        reach = (
+            d_pair
+            + max(max(slack[a], slack[b]), max(slack[cc], slack[dd]))
+            + max(travel[a], travel[b])
+            + max(travel[cc], travel[dd])
+        )
+        n0, n1, n2 = _common_normal(x_start, a, b, cc, dd)
         if n0 == 0.0 and n1 == 0.0 and n2 == 0.0:
             active[c] = False
             held[c] = False
             continue
+        lines = n0 * (x_start[a, 0] - x_start[cc, 0]) + n1 * (x_start[a, 1] - x_start[cc, 1])
+        lines += n2 * (x_start[a, 2] - x_start[cc, 2])  # the lines' offset along n: the same for any two points
+        far = abs(lines) > reach  # farther apart than reach (so the edges too): no closest points needed
         m0, m1, m2 = side[c, 0], side[c, 1], side[c, 2]
+        s, t, offset, dist = 0.0, 0.0, lines, abs(lines)
+        if not far:
+            s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_start, a, b, cc, dd)
+            dist = sqrt(g0 * g0 + g1 * g1 + g2 * g2)
+            offset = n0 * g0 + n1 * g1 + n2 * g2
         if (dist >= d_pair and not held[c]) or (m0 == 0.0 and m1 == 0.0 and m2 == 0.0):
-            sign = 1.0 if n0 * g0 + n1 * g1 + n2 * g2 >= 0.0 else -1.0  # separated: where the edges are now
+            sign = 1.0 if offset >= 0.0 else -1.0  # separated: where the edges are now
         else:
             sign = 1.0 if n0 * m0 + n1 * m1 + n2 * m2 >= 0.0 else -1.0  # in contact: the remembered side
         side[c, 0], side[c, 1], side[c, 2] = sign * n0, sign * n1, sign * n2
         held[c] = False
-        start[c] = sign * (n0 * g0 + n1 * g1 + n2 * g2) - d_pair
-        reach = (
-            d_pair
-            + slack
-            + max(_travel(x_start, x_pred, a), _travel(x_start, x_pred, b))
-            + max(_travel(x_start, x_pred, cc), _travel(x_start, x_pred, dd))
-        )
+        start[c] = sign * offset - d_pair
+        if far:
+            clearance[c] = -1.0
+            active[c] = False
+            continue
         keep = dist <= reach and 0.0 < s < 1.0 and 0.0 < t < 1.0
         clearance[c] = -1.0  # (read for the active pairs only; one kept at its predicted end alone has its
         if keep and start[c] >= 0.0:  # closest points at an end now, where C is not the lines' distance)
@@ -422,7 +461,23 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         active[c] = keep
 
 
-def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m: float = 0.0):
+@njit(**_JIT)
+def vertex_travel(x_start, x_pred):
+    """Per vertex, how far its prediction is from its substep start (m): the narrow phase's reach
+    reads it for the four vertices of every candidate (once per vertex, not per candidate)."""
+    out = np.empty(x_start.shape[0])
+    for i in range(x_start.shape[0]):
+        out[i] = _travel(x_start, x_pred, i)
+    return out
+
+
+def _per_vertex(value, n):
+    if np.ndim(value) == 0:
+        return np.full(n, float(value))
+    return value
+
+
+def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0):
     """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed):
     those within the contact distance plus both primitives' predicted travel plus ``reach_slack_m``
     at the substep start (the substep's solve moves a vertex beyond its predicted path)."""
@@ -439,12 +494,13 @@ def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates,
         cand.vt_start,
         cand.vt_clearance,
         active,
-        float(reach_slack_m),
+        _per_vertex(reach_slack_m, x_start.shape[0]),
+        vertex_travel(x_start, x_pred),
     )
     return np.flatnonzero(active)
 
 
-def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m: float = 0.0):
+def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0):
     """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed;
     the reach of :func:`vertex_triangle_narrow`)."""
     active = np.empty(cand.ee_a.shape[0], dtype=np.bool_)
@@ -460,7 +516,8 @@ def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach
         cand.ee_start,
         cand.ee_clearance,
         active,
-        float(reach_slack_m),
+        _per_vertex(reach_slack_m, x_start.shape[0]),
+        vertex_travel(x_start, x_pred),
     )
     return np.flatnonzero(active)
 
@@ -760,6 +817,28 @@ def solve_edge_edge(
             x[d, dim] += wd * kd * fl * td
         _moved_again(x, x_start, moved_m, a, b, c, d)
     return pushed
+
+
+@njit(**_JIT)
+def solve_slack(excess, floor, factor, cap, out):
+    """Per vertex, how far beyond its predicted path the coming substep's solve may carry it (m),
+    read off how far the last substep's did (``excess``, :func:`track_excess`; NaN: not known,
+    the cap): ``min(cap, floor + factor excess)``; ``excess`` is reset for the coming substep."""
+    for i in range(excess.shape[0]):
+        e = excess[i]
+        out[i] = min(cap, floor + factor * e) if e == e else cap
+        excess[i] = 0.0
+
+
+@njit(**_JIT)
+def track_excess(x, x_pred, excess):
+    """``excess[i] = max(excess[i], |x[i] - x_pred[i]|)``: how far the substep's solve has carried
+    each vertex from its prediction, at each pass of the cloth contacts (before they push: the
+    elastic sets' pull, which the contacts must answer)."""
+    for i in range(x.shape[0]):
+        e = _travel(x_pred, x, i)
+        if e > excess[i]:
+            excess[i] = e
 
 
 @njit(**_JIT)

@@ -43,6 +43,12 @@ from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
 from .intersections import TriangleGroups, count_crossings
 
+#: the narrow phase's reach slack per vertex (``adaptive_slack``): twice how far the last
+#: substep's solve carried the vertex from its prediction at a pass of the cloth contacts, plus
+#: this floor (m), at most the margin
+SLACK_FLOOR_M = 0.0005
+SLACK_FACTOR = 2.0
+
 
 @dataclass
 class ClothCollision:
@@ -124,6 +130,7 @@ class CollisionWorld:
         depenetration_m_s: float = 0.5,
         partial_detection: bool = True,
         crossing_refinements: int = 3,
+        adaptive_slack: bool = True,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -223,6 +230,10 @@ class CollisionWorld:
         #: per vertex, how far it is from its substep start, refreshed before each pass of the
         #: cloth contacts (:func:`.cloth_contacts._still_apart`)
         self.moved = np.zeros(n)
+        self.adaptive_slack = bool(adaptive_slack)
+        self._x_pred = np.zeros((n, 3))
+        self._excess = np.full(n, np.nan)
+        self._slack = np.zeros(n)
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
         #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
@@ -266,8 +277,13 @@ class CollisionWorld:
         self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
         self.lists.update(self.x_start, self.x, self.inv_mass, self.last_stats)
         t1 = time.perf_counter()
-        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand, self.margin_m)
-        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand, self.margin_m)
+        slack = self.margin_m
+        if self.adaptive_slack:
+            cc.solve_slack(self._excess, SLACK_FLOOR_M, SLACK_FACTOR, self.margin_m, self._slack)
+            slack = self._slack
+        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand, slack)
+        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand, slack)
+        self._x_pred[:] = self.x
         self._vt_lam = np.zeros(self._vt_rows.shape[0])
         self._ee_lam = np.zeros(self._ee_rows.shape[0])
         st = self.last_stats
@@ -279,6 +295,8 @@ class CollisionWorld:
 
     def _solve(self):
         t0 = time.perf_counter()
+        if self.adaptive_slack:
+            cc.track_excess(self.x, self._x_pred, self._excess)
         m, cand = self.mesh, self.lists.cand
         pushed = 0
         if self._vt_rows.shape[0] or self._ee_rows.shape[0]:
@@ -489,6 +507,7 @@ class CollisionWorld:
                 c._roll_back(s)
             self.lists.restore(lists_start)
             lists_start = self.lists.snapshot()
+            self._excess[:] = np.nan  # (the run again starts with the whole slack, as a first substep)
             scale *= 2
         self.last_stats["substep_scale"] = scale
         if self.crossing_refinements:

@@ -46,6 +46,8 @@ def _narrow_ee(x_start, x_pred, side, held, start):
         start,
         np.zeros(1),  # the pair's clearance (the kernel_calls wrappers do not read it)
         active,
+        np.zeros(4),  # no reach slack
+        cc.vertex_travel(x_start, x_pred),
     )
     return bool(active[0])
 
@@ -110,7 +112,21 @@ def test_vertex_over_a_face_overlapping_from_the_start_comes_out_at_the_depenetr
         side = np.zeros(1)
         cc.initial_vt_sides(x_start, tris, cv, ct, side)
         held, start, active = np.array([False]), np.zeros(1), np.empty(1, dtype=np.bool_)
-        cc._vt_narrow_flags(x_start, x, tris, np.full(4, D), cv, ct, side, held, start, np.zeros(1), active)
+        cc._vt_narrow_flags(
+            x_start,
+            x,
+            tris,
+            np.full(4, D),
+            cv,
+            ct,
+            side,
+            held,
+            start,
+            np.zeros(1),
+            active,
+            np.zeros(4),
+            cc.vertex_travel(x_start, x),
+        )
         assert active[0]
         vertex_triangle_pair(x, x_start, [0.0, 0.0, 0.0, 1.0], side, held, start, D, 0.0002)
         assert abs(x[3, 2] - expected) < 1e-9, (start_height, x[3, 2])

@@ -2,8 +2,8 @@
 
 Two layered tubes hang around a body swaying from side to side, as a shirt under a jacket, 6 mm
 apart (4 mm thick: 2 mm beyond their contact distance; they never touch) or 4.5 mm (the body
-presses them together here and there): every pair of the two layers is within the narrow phase's
-reach at every substep. The solve skips a pair that started its substep clear by more than its
+presses them together here and there): with the narrow phase's reach slack fixed at the margin
+(``adaptive_slack=False``), every pair of the two layers is within reach at every substep. The solve skips a pair that started its substep clear by more than its
 vertices have moved since (:func:`selvedge.solver.collisions.cloth_contacts._still_apart`); at
 every pass, every pair it skips has its constraint computed here in NumPy from the positions of
 that moment, and it must hold (C > 0: the solve would have read the pair and done nothing).
@@ -55,7 +55,8 @@ def _layered_tubes(gap_m, sway_m):
             Cloth(pos, faces, settings=SolverSettings(substeps=20), pin_weights=pins, contact_handler=handler)
         )
         handlers.append(handler)
-    world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(2)])
+    # the fixed reach slack (the margin): every pair of the two layers stays within reach
+    world = CollisionWorld(cloths, [ClothCollision(layer=k) for k in range(2)], adaptive_slack=False)
     pinned = [c.rest_positions[c.pinned_vertices] for c in cloths]
 
     def step(f):
