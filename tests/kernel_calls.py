@@ -70,6 +70,7 @@ def _one_pair(first, second, side, held, start, body_normal):
         np.zeros((4, 3)) if body_normal is None else body_normal,
         np.full(1, -1.0),  # no clearance: the pair is always read
         np.zeros(4),
+        np.zeros(3),
     )
 
 

@@ -563,13 +563,24 @@ def _still_apart(clearance, first_moved, second_moved):
 
 
 @njit(inline="always", **_JIT)
-def _moved_again(x, x_start, moved_m, a, b, c, d):
+def _moved_from(x, x_start, common, i):
+    """|x_i - x_start_i - common|: how far vertex i moved since its substep start, less the pass's
+    common translation (which moves no pair's constraint)."""
+    return sqrt(
+        (x[i, 0] - x_start[i, 0] - common[0]) ** 2
+        + (x[i, 1] - x_start[i, 1] - common[1]) ** 2
+        + (x[i, 2] - x_start[i, 2] - common[2]) ** 2
+    )
+
+
+@njit(inline="always", **_JIT)
+def _moved_again(x, x_start, moved_m, common, a, b, c, d):
     """Keep ``moved_m`` current for the four vertices a pair just moved (later pairs of the same
     pass read it, :func:`_still_apart`)."""
-    moved_m[a] = _travel(x_start, x, a)
-    moved_m[b] = _travel(x_start, x, b)
-    moved_m[c] = _travel(x_start, x, c)
-    moved_m[d] = _travel(x_start, x, d)
+    moved_m[a] = _moved_from(x, x_start, common, a)
+    moved_m[b] = _moved_from(x, x_start, common, b)
+    moved_m[c] = _moved_from(x, x_start, common, c)
+    moved_m[d] = _moved_from(x, x_start, common, d)
 
 
 @njit(**_JIT)
@@ -593,6 +604,7 @@ def solve_vertex_triangle(
     body_normal,
     clearance,
     moved_m,
+    moved_common,
 ):
     """One Gauss-Seidel pass over the active vertex-triangle pairs ``rows`` (module docstring).
 
@@ -604,9 +616,10 @@ def solve_vertex_triangle(
     not pushed into the body (:func:`_body_share`).
 
     ``clearance`` (the narrow phase's, :attr:`Candidates.vt_clearance`) and ``moved_m`` (N,): how
-    far each vertex is from its substep start now (kept current as this pass moves vertices). A
-    pair whose clearance exceeds what its vertices have moved (:func:`_still_apart`) is skipped
-    unread (two layered garments 6 mm apart on a swaying body: ~65k pairs within reach, none push).
+    far each vertex is from its substep start now, less the pass's common translation
+    ``moved_common`` (:func:`distances_moved`; kept current as this pass moves vertices). A pair
+    whose clearance exceeds what its vertices have moved (:func:`_still_apart`) is skipped unread
+    (two layered garments 6 mm apart on a swaying body: ~65k pairs within reach, none push).
 
     Overlap a pair already had at the substep start (``start`` = C there, < 0) is taken out by
     at most ``depenetration`` (m) a substep: the target is ``C >= min(0, start + depenetration)``
@@ -661,7 +674,7 @@ def solve_vertex_triangle(
         held[c] = True
         pushed += 1
         push_vertex_triangle(x, i, ia, ib, ic, u, v, w, mi, ma, mb, mc, dlam, n0, n1, n2)
-        _moved_again(x, x_start, moved_m, i, ia, ib, ic)
+        _moved_again(x, x_start, moved_m, moved_common, i, ia, ib, ic)
         mu = sqrt(friction[i] * friction[ia])
         if mu <= 0.0:
             continue
@@ -700,7 +713,7 @@ def solve_vertex_triangle(
         x[ic, 0] += wc * w * fl * t0
         x[ic, 1] += wc * w * fl * t1
         x[ic, 2] += wc * w * fl * t2
-        _moved_again(x, x_start, moved_m, i, ia, ib, ic)
+        _moved_again(x, x_start, moved_m, moved_common, i, ia, ib, ic)
     return pushed
 
 
@@ -725,6 +738,7 @@ def solve_edge_edge(
     body_normal,
     clearance,
     moved_m,
+    moved_common,
 ):
     """One Gauss-Seidel pass over the active edge-edge pairs ``rows``: ``C = side n . (pa - pb) - d``
     with pa = a + s (b - a), pb = c + t (d - c) the closest points and n the unit common normal;
@@ -779,7 +793,7 @@ def solve_edge_edge(
             x[b, dim] += mb * kb * dlam * nd
             x[c, dim] -= mc * kc * dlam * nd
             x[d, dim] -= md * kd * dlam * nd
-        _moved_again(x, x_start, moved_m, a, b, c, d)
+        _moved_again(x, x_start, moved_m, moved_common, a, b, c, d)
         mu = sqrt(friction[a] * friction[c])
         if mu <= 0.0:
             continue
@@ -815,7 +829,7 @@ def solve_edge_edge(
             x[b, dim] -= wb * kb * fl * td
             x[c, dim] += wc * kc * fl * td
             x[d, dim] += wd * kd * fl * td
-        _moved_again(x, x_start, moved_m, a, b, c, d)
+        _moved_again(x, x_start, moved_m, moved_common, a, b, c, d)
     return pushed
 
 
@@ -843,9 +857,21 @@ def track_excess(x, x_pred, excess):
 
 @njit(**_JIT)
 def distances_moved(x, x_start, out):
-    """``out[i] = |x[i] - x_start[i]|``: how far each vertex is from its substep start."""
-    for i in range(x.shape[0]):
-        out[i] = _travel(x_start, x, i)
+    """``out[i] = |x[i] - x_start[i] - common|``: how far each vertex is from its substep start,
+    less the vertices' mean displacement ``common`` (returned; a translation of all four vertices
+    of a pair leaves its constraint as it is, so the clearance bounds hold for moves measured
+    against any one translation: a garment carried by a swaying body then skips what it would skip
+    at rest)."""
+    n = x.shape[0]
+    common = np.zeros(3)
+    for i in range(n):
+        for k in range(3):
+            common[k] += x[i, k] - x_start[i, k]
+    if n:
+        common /= n
+    for i in range(n):
+        out[i] = _moved_from(x, x_start, common, i)
+    return common
 
 
 @njit(**_JIT)

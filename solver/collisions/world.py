@@ -230,6 +230,7 @@ class CollisionWorld:
         #: per vertex, how far it is from its substep start, refreshed before each pass of the
         #: cloth contacts (:func:`.cloth_contacts._still_apart`)
         self.moved = np.zeros(n)
+        self._moved_common = np.zeros(3)  # (the translation ``moved`` is measured against)
         self.adaptive_slack = bool(adaptive_slack)
         self._x_pred = np.zeros((n, 3))
         self._excess = np.full(n, np.nan)
@@ -301,7 +302,7 @@ class CollisionWorld:
         pushed = 0
         if self._vt_rows.shape[0] or self._ee_rows.shape[0]:
             self._read_body_normals()
-            cc.distances_moved(self.x, self.x_start, self.moved)
+            self._moved_common = cc.distances_moved(self.x, self.x_start, self.moved)
         if self._vt_rows.shape[0]:
             pushed += cc.solve_vertex_triangle(
                 self.x,
@@ -323,6 +324,7 @@ class CollisionWorld:
                 self.body_normal,
                 cand.vt_clearance,
                 self.moved,
+                self._moved_common,
             )
         if self._ee_rows.shape[0]:
             pushed += cc.solve_edge_edge(
@@ -345,6 +347,7 @@ class CollisionWorld:
                 self.body_normal,
                 cand.ee_clearance,
                 self.moved,
+                self._moved_common,
             )
         self.last_stats["pushes"] += pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)

@@ -77,7 +77,7 @@ def test_every_pair_the_solve_skips_holds_its_constraint(monkeypatch, gap_m, swa
 
     def checked_vt(x, x_start, inv_mass, tris, thickness, *rest):
         cv, ct, side, rows = rest[4], rest[5], rest[6], rest[9]
-        clearance, moved = rest[-2:]
+        clearance, moved = rest[-3:-1]
         i, t = cv[rows], tris[ct[rows]]
         skip = _skipped(rows, clearance, moved[i], moved[t].max(axis=1))
         C = _vt_constraints(x, i[skip], t[skip], side[rows][skip], 0.5 * (thickness[i] + thickness[t[:, 0]])[skip])
@@ -90,7 +90,7 @@ def test_every_pair_the_solve_skips_holds_its_constraint(monkeypatch, gap_m, swa
 
     def checked_ee(x, x_start, inv_mass, edges, thickness, *rest):
         ea, eb, side, rows = rest[4], rest[5], rest[6], rest[9]
-        clearance, moved = rest[-2:]
+        clearance, moved = rest[-3:-1]
         a, b = edges[ea[rows]], edges[eb[rows]]
         skip = _skipped(rows, clearance, moved[a].max(axis=1), moved[b].max(axis=1))
         C = _ee_constraints(
