@@ -99,7 +99,11 @@ class CollisionWorld:
     the overlap a substep's own motion made is undone at once; see
     :func:`.cloth_contacts.solve_vertex_triangle`). ``partial_detection``: when some vertices leave
     their paths, re-detect only their pairs (:meth:`.CandidateLists.detect_partial`) instead of
-    the whole list.
+    the whole list. ``adaptive_slack``: how much farther than the contact distance plus their
+    predicted travel a pair is solved: per vertex, 0.5 mm plus twice how far the last substep's
+    solve carried it from its prediction, at most ``margin_m`` (:func:`.cloth_contacts.solve_slack`;
+    False: ``margin_m`` for every pair, as before stop 42: two garments hanging 6 mm apart, 2 mm
+    beyond their contact distance, then solved 65k pairs a substep that never pushed).
 
     ``crossing_refinements``: a frame that ends with more crossing triangle pairs that the contacts
     keep apart (``"intersections_guarded"``) than it started with is rolled back and run again
@@ -227,12 +231,15 @@ class CollisionWorld:
         #: per vertex, the outward normals of the body contacts it lies on, refreshed before each
         #: pass of the cloth contacts (:func:`.cloth_contacts._body_share`)
         self.body_normal = np.zeros((n, 3))
-        #: per vertex, how far it is from its substep start, refreshed before each pass of the
-        #: cloth contacts (:func:`.cloth_contacts._still_apart`)
+        #: per vertex, how far it is from its substep start less the pass's mean displacement
+        #: (``_moved_common``), refreshed before each pass of the cloth contacts
+        #: (:func:`.cloth_contacts._still_apart`)
         self.moved = np.zeros(n)
-        self._moved_common = np.zeros(3)  # (the translation ``moved`` is measured against)
+        self._moved_common = np.zeros(3)
         self.adaptive_slack = bool(adaptive_slack)
-        self._x_pred = np.zeros((n, 3))
+        self._x_pred = np.zeros((n, 3))  # this substep's prediction
+        #: per vertex, how far this substep's solve has carried it from its prediction (NaN: not
+        #: known, as after a frame rolled back: the next substep takes the whole margin)
         self._excess = np.full(n, np.nan)
         self._slack = np.zeros(n)
         self.last_stats: dict = {}
@@ -492,6 +499,7 @@ class CollisionWorld:
                     c._roll_back(s)
                 if lists_start is not None:
                     self.lists.restore(lists_start)
+                self._excess[:] = np.nan
                 k, why = failures[0]
                 raise SimulationError(
                     f"cloth {k} of the collision world: {why} (every cloth of the world was rolled back)"
