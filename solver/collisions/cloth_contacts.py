@@ -153,8 +153,8 @@ def closest_on_segments(p0, p1, p2, q0, q1, q2, a0, a1, a2, b0, b1, b2):
 
 @njit(inline="always", **_JIT)
 def _common_normal(x, a, b, c, d):
-    """The unit common normal d1 x d2 of edges ab and cd (zero for nearly parallel ones, as
-    :func:`_edge_frame`'s)."""
+    """The unit common normal d1 x d2 of edges ab and cd at ``x``, zero for nearly parallel ones
+    (why: :func:`_edge_frame`)."""
     u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
     v0, v1, v2 = x[d, 0] - x[c, 0], x[d, 1] - x[c, 1], x[d, 2] - x[c, 2]
     n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
@@ -181,15 +181,8 @@ def _edge_frame(x, a, b, c, d):
     g0 = x[a, 0] + s * (x[b, 0] - x[a, 0]) - x[c, 0] - t * (x[d, 0] - x[c, 0])
     g1 = x[a, 1] + s * (x[b, 1] - x[a, 1]) - x[c, 1] - t * (x[d, 1] - x[c, 1])
     g2 = x[a, 2] + s * (x[b, 2] - x[a, 2]) - x[c, 2] - t * (x[d, 2] - x[c, 2])
-    u0, u1, u2 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
-    v0, v1, v2 = x[d, 0] - x[c, 0], x[d, 1] - x[c, 1], x[d, 2] - x[c, 2]
-    n0, n1, n2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
-    ln = sqrt(n0 * n0 + n1 * n1 + n2 * n2)
-    lu = sqrt(u0 * u0 + u1 * u1 + u2 * u2)
-    lv = sqrt(v0 * v0 + v1 * v1 + v2 * v2)
-    if not ln > 0.15 * lu * lv:
-        return s, t, g0, g1, g2, 0.0, 0.0, 0.0
-    return s, t, g0, g1, g2, n0 / ln, n1 / ln, n2 / ln
+    n0, n1, n2 = _common_normal(x, a, b, c, d)
+    return s, t, g0, g1, g2, n0, n1, n2
 
 
 @njit(inline="always", **_JIT)
