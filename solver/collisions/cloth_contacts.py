@@ -175,14 +175,21 @@ def _edge_frame(x, a, b, c, d):
     through each other without a vertex passing through a face next to the other, which the
     vertex-triangle contacts hold. At sin < 0.05 a 5k-vertex tube swaying on its pinned ring held
     an edge at 200 %; at 0.15 its worst edge is within 2.5x a cloth without self-collision)."""
+    s, t, g0, g1, g2 = _closest_offset(x, a, b, c, d)
+    n0, n1, n2 = _common_normal(x, a, b, c, d)
+    return s, t, g0, g1, g2, n0, n1, n2
+
+
+@njit(inline="always", **_JIT)
+def _closest_offset(x, a, b, c, d):
+    """Closest parameters (s, t) of edges ab and cd at ``x`` and the offset pa - pb."""
     s, t = closest_on_segments(
         x[a, 0], x[a, 1], x[a, 2], x[b, 0], x[b, 1], x[b, 2], x[c, 0], x[c, 1], x[c, 2], x[d, 0], x[d, 1], x[d, 2]
     )
     g0 = x[a, 0] + s * (x[b, 0] - x[a, 0]) - x[c, 0] - t * (x[d, 0] - x[c, 0])
     g1 = x[a, 1] + s * (x[b, 1] - x[a, 1]) - x[c, 1] - t * (x[d, 1] - x[c, 1])
     g2 = x[a, 2] + s * (x[b, 2] - x[a, 2]) - x[c, 2] - t * (x[d, 2] - x[c, 2])
-    n0, n1, n2 = _common_normal(x, a, b, c, d)
-    return s, t, g0, g1, g2, n0, n1, n2
+    return s, t, g0, g1, g2
 
 
 @njit(inline="always", **_JIT)
@@ -394,16 +401,13 @@ def _vt_narrow_flags(x_start, x_pred, tris, thickness, cv, ct, side, held, start
         keep = dist <= reach and not (n0 == 0.0 and n1 == 0.0 and n2 == 0.0)
         clearance[c] = -1.0  # (read for the active pairs only)
         if keep:
-            pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
-            keep = _inside(pu, pv, pw, FACE_TOLERANCE)
-            if keep and start[c] >= 0.0:
-                clearance[c] = _vt_clearance(x_start, ia, ib, ic, pu, pv, pw, start[c], start[c] + d_pair)
+            su, sv, sw = _plane_barycentrics(x_start, i, ia, ib, ic)
+            keep = _inside(su, sv, sw, FACE_TOLERANCE)
             if not keep:
                 pu, pv, pw = _plane_barycentrics(x_pred, i, ia, ib, ic)
                 keep = _inside(pu, pv, pw, FACE_TOLERANCE)
-                if keep and start[c] >= 0.0:
-                    pu, pv, pw = _plane_barycentrics(x_start, i, ia, ib, ic)
-                    clearance[c] = _vt_clearance(x_start, ia, ib, ic, pu, pv, pw, start[c], start[c] + d_pair)
+            if keep and start[c] >= 0.0:
+                clearance[c] = _vt_clearance(x_start, ia, ib, ic, su, sv, sw, start[c], start[c] + d_pair)
         active[c] = keep
 
 
@@ -430,7 +434,7 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         m0, m1, m2 = side[c, 0], side[c, 1], side[c, 2]
         s, t, offset, dist = 0.0, 0.0, lines, abs(lines)
         if not far:
-            s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_start, a, b, cc, dd)
+            s, t, g0, g1, g2 = _closest_offset(x_start, a, b, cc, dd)  # (the normal: as above)
             dist = sqrt(g0 * g0 + g1 * g1 + g2 * g2)
             offset = n0 * g0 + n1 * g1 + n2 * g2
         if (dist >= d_pair and not held[c]) or (m0 == 0.0 and m1 == 0.0 and m2 == 0.0):
@@ -449,16 +453,15 @@ def _ee_narrow_flags(x_start, x_pred, edges, thickness, ea, eb, side, held, star
         if keep and start[c] >= 0.0:  # closest points at an end now, where C is not the lines' distance)
             clearance[c] = _ee_clearance(x_start, a, b, cc, dd, start[c], start[c] + d_pair)
         if not keep and dist <= reach:
-            s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x_pred, a, b, cc, dd)
+            s, t, g0, g1, g2 = _closest_offset(x_pred, a, b, cc, dd)
             keep = 0.0 < s < 1.0 and 0.0 < t < 1.0
         active[c] = keep
 
 
 @njit(**_JIT)
-def vertex_travel(x_start, x_pred):
-    """Per vertex, how far its prediction is from its substep start (m): the narrow phase's reach
-    reads it for the four vertices of every candidate (once per vertex, not per candidate)."""
-    out = np.empty(x_start.shape[0])
+def vertex_travel(x_start, x_pred, out):
+    """``out[i]``: how far vertex i's prediction is from its substep start (m); the narrow phase's
+    reach reads it for the four vertices of every candidate (once per vertex, not per candidate)."""
     for i in range(x_start.shape[0]):
         out[i] = _travel(x_start, x_pred, i)
     return out
@@ -470,10 +473,11 @@ def _per_vertex(value, n):
     return value
 
 
-def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0):
+def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0, travel=None):
     """Indices into the candidates of the vertex-triangle pairs to solve this substep (sides refreshed):
     those within the contact distance plus both primitives' predicted travel plus ``reach_slack_m``
-    at the substep start (the substep's solve moves a vertex beyond its predicted path)."""
+    (m, one for all or per vertex) at the substep start (the substep's solve moves a vertex beyond
+    its predicted path). ``travel``: :func:`vertex_travel` of this substep, if the caller has it."""
     active = np.empty(cand.vt_vertex.shape[0], dtype=np.bool_)
     _vt_narrow_flags(
         x_start,
@@ -488,12 +492,12 @@ def vertex_triangle_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates,
         cand.vt_clearance,
         active,
         _per_vertex(reach_slack_m, x_start.shape[0]),
-        vertex_travel(x_start, x_pred),
+        vertex_travel(x_start, x_pred, np.empty(x_start.shape[0])) if travel is None else travel,
     )
     return np.flatnonzero(active)
 
 
-def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0):
+def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach_slack_m=0.0, travel=None):
     """Indices into the candidates of the edge-edge pairs to solve this substep (sides refreshed;
     the reach of :func:`vertex_triangle_narrow`)."""
     active = np.empty(cand.ee_a.shape[0], dtype=np.bool_)
@@ -510,7 +514,7 @@ def edge_edge_narrow(x_start, x_pred, mesh: ContactMesh, cand: Candidates, reach
         cand.ee_clearance,
         active,
         _per_vertex(reach_slack_m, x_start.shape[0]),
-        vertex_travel(x_start, x_pred),
+        vertex_travel(x_start, x_pred, np.empty(x_start.shape[0])) if travel is None else travel,
     )
     return np.flatnonzero(active)
 

@@ -241,7 +241,8 @@ class CollisionWorld:
         #: per vertex, how far this substep's solve has carried it from its prediction (NaN: not
         #: known, as after a frame rolled back: the next substep takes the whole margin)
         self._excess = np.full(n, np.nan)
-        self._slack = np.zeros(n)
+        self._slack = np.full(n, self.margin_m)  # (per vertex; stays the margin without adaptive_slack)
+        self._travel = np.zeros(n)  # per vertex, this substep's predicted travel (cc.vertex_travel)
         self.last_stats: dict = {}
         self.last_timings_ms: dict = {}
         #: per cloth, over the last frame's substeps: the most pairs that pushed in one substep with
@@ -285,12 +286,12 @@ class CollisionWorld:
         self._count_pushing()  # the previous substep's pairs (their multipliers are reset below)
         self.lists.update(self.x_start, self.x, self.inv_mass, self.last_stats)
         t1 = time.perf_counter()
-        slack = self.margin_m
         if self.adaptive_slack:
             cc.solve_slack(self._excess, SLACK_FLOOR_M, SLACK_FACTOR, self.margin_m, self._slack)
-            slack = self._slack
-        self._vt_rows = cc.vertex_triangle_narrow(self.x_start, self.x, self.mesh, self.lists.cand, slack)
-        self._ee_rows = cc.edge_edge_narrow(self.x_start, self.x, self.mesh, self.lists.cand, slack)
+        cc.vertex_travel(self.x_start, self.x, self._travel)
+        args = (self.x_start, self.x, self.mesh, self.lists.cand, self._slack, self._travel)
+        self._vt_rows = cc.vertex_triangle_narrow(*args)
+        self._ee_rows = cc.edge_edge_narrow(*args)
         self._x_pred[:] = self.x
         self._vt_lam = np.zeros(self._vt_rows.shape[0])
         self._ee_lam = np.zeros(self._ee_rows.shape[0])

@@ -47,7 +47,7 @@ def _narrow_ee(x_start, x_pred, side, held, start):
         np.zeros(1),  # the pair's clearance (the kernel_calls wrappers do not read it)
         active,
         np.zeros(4),  # no reach slack
-        cc.vertex_travel(x_start, x_pred),
+        cc.vertex_travel(x_start, x_pred, np.empty(4)),
     )
     return bool(active[0])
 
@@ -125,7 +125,7 @@ def test_vertex_over_a_face_overlapping_from_the_start_comes_out_at_the_depenetr
             np.zeros(1),
             active,
             np.zeros(4),
-            cc.vertex_travel(x_start, x),
+            cc.vertex_travel(x_start, x, np.empty(4)),
         )
         assert active[0]
         vertex_triangle_pair(x, x_start, [0.0, 0.0, 0.0, 1.0], side, held, start, D, 0.0002)
