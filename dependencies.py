@@ -196,12 +196,36 @@ def solver_cache_folder() -> str:
     return _numba_setup.CACHE_DIR
 
 
+def numba_cache_subfolders() -> list[str]:
+    """The cache sub-folders Numba fills for the solver's kernels of *this* copy of the sources.
+
+    Below the version folder, Numba keeps each source folder's kernels in ``<folder name>_<sha1 of
+    its absolute path>`` (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``): the same
+    Selvedge version installed at a second path (another Blender release's extension folder, a fresh
+    clone) compiles again into sub-folders of its own.
+    """
+    import hashlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    folders = [os.path.join(here, "solver"), os.path.join(here, "solver", "collisions")]
+    return [
+        os.path.join(solver_cache_folder(), f"{os.path.basename(folder)}_{hashlib.sha1(folder.encode()).hexdigest()}")
+        for folder in folders
+    ]
+
+
 def solver_compiled_before() -> bool:
-    """Whether the cache holds compiled kernels of this source version (any Numba index file)."""
-    for _, _, files in os.walk(solver_cache_folder()):
-        if any(name.endswith(".nbi") for name in files):
-            return True
-    return False
+    """Whether this copy of the sources has compiled kernels in the cache: a Numba index file in
+    each of its sub-folders (:func:`numba_cache_subfolders`), those of the solver and of its
+    collisions. Another install of the same version at another path does not count: Numba
+    compiles again for it."""
+    for folder in numba_cache_subfolders():
+        try:
+            if not any(name.endswith(".nbi") for name in os.listdir(folder)):
+                return False
+        except OSError:  # not there yet
+            return False
+    return True
 
 
 def compile_solver() -> float:
@@ -262,8 +286,8 @@ def prepare_bake(report, network_mode: str = "OFF", show_status=None, log=print)
     if solver_compiled_before():
         return None
     message = (
-        "Selvedge: first bake on this machine: compiling the solver with Numba (once per machine and "
-        f"Selvedge version, ~10 s on an idle core; cached in {solver_cache_folder()})"
+        "Selvedge: first bake on this machine: compiling the solver with Numba (once per machine, "
+        f"Selvedge version and install folder, about two minutes on two cores; cached in {solver_cache_folder()})"
     )
     report({"INFO"}, message)
     if show_status is not None:

@@ -102,3 +102,31 @@ def test_the_first_bake_announces_the_compile_and_times_it_apart(tmp_path):
     assert len(FRAME.findall(warm_bake)) == 5
     # Loading the kernels from the disk cache is a small part of compiling them.
     assert 0 < warm["load_s"] < 0.25 * compile_s, (warm["load_s"], compile_s)
+
+
+def test_compiled_before_means_this_copy_of_the_sources(tmp_path, monkeypatch):
+    """Numba caches each source folder's kernels under ``<folder>_<sha1 of its path>`` below the
+    version folder, so the same version at another path (a second Blender's extension folder, a
+    fresh clone) compiles again: only this copy's own sub-folders, as Numba itself names them for a
+    solver kernel and a collision kernel, count as compiled before."""
+    from selvedge import dependencies
+    from selvedge.solver import _numba_setup, kernels
+    from selvedge.solver.collisions import candidate_search
+
+    ours = dependencies.numba_cache_subfolders()
+    numba_names = [kernels.sweep_distance._cache._cache_path, candidate_search.primitive_boxes._cache._cache_path]
+    assert ours == numba_names
+
+    cache = tmp_path / "version"
+    monkeypatch.setattr(_numba_setup, "CACHE_DIR", str(cache))
+    ours = [cache / Path(folder).name for folder in ours]
+    for folder in ("solver_" + "0" * 40, "collisions_" + "0" * 40):  # the same version at another path
+        (cache / folder).mkdir(parents=True)
+        (cache / folder / "kernels.f-1.py311.nbi").write_bytes(b"")
+    assert not dependencies.solver_compiled_before()
+    ours[0].mkdir()
+    (ours[0] / "kernels.f-1.py311.nbi").write_bytes(b"")
+    assert not dependencies.solver_compiled_before()  # the collision kernels not yet
+    ours[1].mkdir()
+    (ours[1] / "world.g-1.py311.nbi").write_bytes(b"")
+    assert dependencies.solver_compiled_before()
