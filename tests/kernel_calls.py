@@ -71,6 +71,8 @@ def _one_pair(first, second, side, held, start, body_normal):
         np.full(1, -1.0),  # no clearance: the pair is always read
         np.zeros(4),
         np.zeros(3),
+        np.zeros(4, dtype=np.int64),  # moved stamps, and pass 0: nothing is skipped as unmoved
+        0,
     )
 
 

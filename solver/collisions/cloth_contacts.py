@@ -580,6 +580,41 @@ def _moved_again(x, x_start, moved_m, common, a, b, c, d):
     moved_m[d] = _moved_from(x, x_start, common, d)
 
 
+@njit(inline="always", **_JIT)
+def _unmoved(stamp, unmoved_before, a, b, c, d):
+    """None of the pair's four vertices has moved since the previous pass of this substep began
+    (``unmoved_before`` = that pass's number; :func:`stamp_moved` stamps every vertex at a
+    substep's first pass, so nothing is skipped there): the pair's inputs are those that pass read
+    or proved clear, so it would do what it did then, nothing (a pair that pushed moved its own
+    vertices). Skipped unread."""
+    return max(max(stamp[a], stamp[b]), max(stamp[c], stamp[d])) < unmoved_before
+
+
+@njit(inline="always", **_JIT)
+def _stamp(stamp, this_pass, a, b, c, d):
+    stamp[a] = this_pass
+    stamp[b] = this_pass
+    stamp[c] = this_pass
+    stamp[d] = this_pass
+
+
+@njit(**_JIT)
+def stamp_moved(x, x_seen, stamp, previous_pass, everything):
+    """Before a pass of the cloth contacts: ``stamp[i] = previous_pass`` for each vertex not where
+    it was when the previous pass began (``x_seen``, then updated to ``x``): moved by that pass,
+    by the body contacts after it, or (``everything``: a substep's first pass) by anything else.
+    Returns how many were stamped."""
+    count = 0
+    for i in range(x.shape[0]):
+        if everything or x[i, 0] != x_seen[i, 0] or x[i, 1] != x_seen[i, 1] or x[i, 2] != x_seen[i, 2]:
+            stamp[i] = previous_pass
+            count += 1
+        x_seen[i, 0] = x[i, 0]
+        x_seen[i, 1] = x[i, 1]
+        x_seen[i, 2] = x[i, 2]
+    return count
+
+
 @njit(**_JIT)
 def solve_vertex_triangle(
     x,
@@ -602,6 +637,8 @@ def solve_vertex_triangle(
     clearance,
     moved_m,
     moved_common,
+    stamp,
+    this_pass,
 ):
     """One Gauss-Seidel pass over the active vertex-triangle pairs ``rows`` (module docstring).
 
@@ -617,6 +654,10 @@ def solve_vertex_triangle(
     ``moved_common`` (:func:`distances_moved`; kept current as this pass moves vertices). A pair
     whose clearance exceeds what its vertices have moved (:func:`_still_apart`) is skipped unread
     (two layered garments 6 mm apart on a swaying body: ~65k pairs within reach, none push).
+    ``stamp`` (N,) and ``this_pass``: the pass each vertex last moved in or after
+    (:func:`stamp_moved`; written here for the vertices a push moves); a pair none of whose
+    vertices has moved since the previous pass began is skipped unread (:func:`_unmoved`): in the
+    rounds after a substep's first, only the pairs around what moved are read again.
 
     Overlap a pair already had at the substep start (``start`` = C there, < 0) is taken out by
     at most ``depenetration`` (m) a substep: the target is ``C >= min(0, start + depenetration)``
@@ -631,6 +672,8 @@ def solve_vertex_triangle(
         c = rows[r]
         i, t = cv[c], ct[c]
         ia, ib, ic = tris[t, 0], tris[t, 1], tris[t, 2]
+        if _unmoved(stamp, this_pass - 1, i, ia, ib, ic):
+            continue
         if _still_apart(clearance[c], moved_m[i], max(moved_m[ia], max(moved_m[ib], moved_m[ic]))):
             continue
         n0, n1, n2 = triangle_normal(
@@ -672,6 +715,7 @@ def solve_vertex_triangle(
         pushed += 1
         push_vertex_triangle(x, i, ia, ib, ic, u, v, w, mi, ma, mb, mc, dlam, n0, n1, n2)
         _moved_again(x, x_start, moved_m, moved_common, i, ia, ib, ic)
+        _stamp(stamp, this_pass, i, ia, ib, ic)
         mu = sqrt(friction[i] * friction[ia])
         if mu <= 0.0:
             continue
@@ -736,6 +780,8 @@ def solve_edge_edge(
     clearance,
     moved_m,
     moved_common,
+    stamp,
+    this_pass,
 ):
     """One Gauss-Seidel pass over the active edge-edge pairs ``rows``: ``C = side n . (pa - pb) - d``
     with pa = a + s (b - a), pb = c + t (d - c) the closest points and n the unit common normal;
@@ -748,6 +794,8 @@ def solve_edge_edge(
         k = rows[r]
         a, b = edges[ea[k], 0], edges[ea[k], 1]
         c, d = edges[eb[k], 0], edges[eb[k], 1]
+        if _unmoved(stamp, this_pass - 1, a, b, c, d):
+            continue
         if _still_apart(clearance[k], max(moved_m[a], moved_m[b]), max(moved_m[c], moved_m[d])):
             continue
         s, t, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, d)
@@ -791,6 +839,7 @@ def solve_edge_edge(
             x[c, dim] -= mc * kc * dlam * nd
             x[d, dim] -= md * kd * dlam * nd
         _moved_again(x, x_start, moved_m, moved_common, a, b, c, d)
+        _stamp(stamp, this_pass, a, b, c, d)
         mu = sqrt(friction[a] * friction[c])
         if mu <= 0.0:
             continue

@@ -236,6 +236,16 @@ class CollisionWorld:
         #: (:func:`.cloth_contacts._still_apart`)
         self.moved = np.zeros(n)
         self._moved_common = np.zeros(3)
+        #: per vertex, the number of the last cloth-contact pass it moved in or after, and where
+        #: it was when the last pass began (:func:`.cloth_contacts.stamp_moved`): a pass skips the
+        #: pairs none of whose vertices moved since the pass before it (``skip_unmoved``)
+        self.moved_stamp = np.zeros(n, dtype=np.int64)
+        self._x_seen = np.zeros((n, 3))
+        self._pass = 1
+        self._first_pass = True
+        self._last_pushed = 0
+        #: A/B switch of that skip (exact: the same positions bit for bit with it off)
+        self.skip_unmoved = True
         self.adaptive_slack = bool(adaptive_slack)
         self._x_pred = np.zeros((n, 3))  # this substep's prediction
         #: per vertex, how far this substep's solve has carried it from its prediction (NaN: not
@@ -293,6 +303,7 @@ class CollisionWorld:
         self._vt_rows = cc.vertex_triangle_narrow(*args)
         self._ee_rows = cc.edge_edge_narrow(*args)
         self._x_pred[:] = self.x
+        self._first_pass = True
         self._vt_lam = np.zeros(self._vt_rows.shape[0])
         self._ee_lam = np.zeros(self._ee_rows.shape[0])
         st = self.last_stats
@@ -304,11 +315,23 @@ class CollisionWorld:
 
     def _solve(self):
         t0 = time.perf_counter()
+        rows = bool(self._vt_rows.shape[0] or self._ee_rows.shape[0])
+        if rows:
+            self._pass += 1
+            everything = self._first_pass or not self.skip_unmoved
+            moved = cc.stamp_moved(self.x, self._x_seen, self.moved_stamp, self._pass - 1, everything)
+            self._first_pass = False
+            if not everything and moved == 0 and self._last_pushed == 0:
+                # nothing pushed in the last pass and nothing moved since: this one would read the
+                # same positions and do nothing (nor would the excess change)
+                self.last_stats["passes_skipped"] += 1
+                self._tick("cloth_contacts_solve", time.perf_counter() - t0)
+                return
         if self.adaptive_slack:
             cc.track_excess(self.x, self._x_pred, self._excess)
         m, cand = self.mesh, self.lists.cand
         pushed = 0
-        if self._vt_rows.shape[0] or self._ee_rows.shape[0]:
+        if rows:
             self._read_body_normals()
             self._moved_common = cc.distances_moved(self.x, self.x_start, self.moved)
         if self._vt_rows.shape[0]:
@@ -333,6 +356,8 @@ class CollisionWorld:
                 cand.vt_clearance,
                 self.moved,
                 self._moved_common,
+                self.moved_stamp,
+                self._pass,
             )
         if self._ee_rows.shape[0]:
             pushed += cc.solve_edge_edge(
@@ -356,8 +381,11 @@ class CollisionWorld:
                 cand.ee_clearance,
                 self.moved,
                 self._moved_common,
+                self.moved_stamp,
+                self._pass,
             )
         self.last_stats["pushes"] += pushed
+        self._last_pushed = pushed
         self._tick("cloth_contacts_solve", time.perf_counter() - t0)
 
     def _read_body_normals(self) -> None:
@@ -484,6 +512,7 @@ class CollisionWorld:
             "vertex_triangle_active_max": 0,
             "edge_edge_active_max": 0,
             "pushes": 0,
+            "passes_skipped": 0,
         }
         t_frame = time.perf_counter()
         if self.crossing_refinements and self._crossings is None:
