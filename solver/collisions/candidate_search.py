@@ -19,7 +19,7 @@ from numba import njit, prange
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from .._intrinsics import sqrt
 from ._jit import _JIT, _JIT_PARALLEL
-from .cloth_contacts import ContactMesh, _edge_frame, _pair_allowed
+from .cloth_contacts import ContactMesh, _closest_offset, _pair_allowed
 from .geometry import closest_on_triangle
 from .hash_grid import cell_hash, centre_query_cells, hash_box_centres
 
@@ -367,7 +367,7 @@ def _ee_pair_ok(x, inv_mass, edges, thickness, cloth, self_ok, cross_ok, exclude
     if cloth[a] == cloth[c] and _listed(excluded, p, q):
         return False
     d_pair = 0.5 * (thickness[a] + thickness[c])
-    sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(x, a, b, c, dd)
+    _, _, g0, g1, g2 = _closest_offset(x, a, b, c, dd)  # (the distance alone: no common normal)
     closing = _path_gap(path, a, b) + max(_path_gap(path, a, c), _path_gap(path, a, dd))
     return sqrt(g0 * g0 + g1 * g1 + g2 * g2) - closing <= d_pair + margin
 
@@ -529,7 +529,7 @@ def _ee_rest_close(rest, edges, thickness, ea, eb):
     for k in range(ea.shape[0]):
         a, b = edges[ea[k], 0], edges[ea[k], 1]
         c, dd = edges[eb[k], 0], edges[eb[k], 1]
-        sp, tp, g0, g1, g2, n0, n1, n2 = _edge_frame(rest, a, b, c, dd)
+        _, _, g0, g1, g2 = _closest_offset(rest, a, b, c, dd)
         out[k] = sqrt(g0 * g0 + g1 * g1 + g2 * g2) < thickness[a] + thickness[c]
     return out
 
