@@ -10,8 +10,8 @@ under gravity for ``--frames`` frames (default 100) at 24 fps.
   step timed (the cloth is solved inside the depsgraph evaluation that ``frame_set`` triggers).
 * Selvedge: role Cloth, pin group "pins", its default cotton preset and the scene defaults
   (substeps, iterations, serial solve), baked with the cancellable PC2 bake job
-  (:class:`operators.bake.CacheBake`) one frame per ``step()``, each step timed, after a small
-  warm-up bake so JIT compilation is not counted.
+  (:class:`operators.bake.CacheBake`) one frame per ``step()``, each step timed, after a 3-frame
+  warm-up bake of the same scene so JIT compilation is not counted.
 
 Strain is measured the same way for both, here, not by either solver: after the run, the
 scene is stepped again and each frame's evaluated mesh (the Cloth modifier's point cache, or the
@@ -502,9 +502,11 @@ def run_selvedge(
 
     quiet = lambda *a, **k: None
     with tempfile.TemporaryDirectory() as tmp:
-        # Warm-up: compile (or load from the JIT cache) every kernel on a tiny sheet (and collider).
+        # Warm-up: compile (or load from the JIT cache) every kernel, on the same scene for 3 frames
+        # (a tiny sheet, used before, has no level of the stretch limit and runs serial where the
+        # real one is coloured: those kernels then compiled inside the timed frames).
         scene = selvedge_garment_scene if garment else selvedge_scene
-        scene(4, size, 3, Path(tmp) / "warmup", solve_mode, substeps, self_collision)
+        scene(grid, size, 3, Path(tmp) / "warmup", solve_mode, substeps, self_collision)
         job = CacheBake(bpy.context, log=quiet)
         while job.step():
             pass
