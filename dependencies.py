@@ -200,18 +200,16 @@ def numba_cache_subfolders() -> list[str]:
     """The cache sub-folders Numba fills for the solver's kernels of *this* copy of the sources.
 
     Below the version folder, Numba keeps each source folder's kernels in ``<folder name>_<sha1 of
-    its absolute path>`` (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``): the same
+    its absolute path>``, named by its own ``_CacheLocator.get_suitable_cache_subpath``: the same
     Selvedge version installed at a second path (another Blender release's extension folder, a fresh
     clone) compiles again into sub-folders of its own.
     """
-    import hashlib
+    require_solver()
+    from numba.core.caching import _CacheLocator
 
     here = os.path.dirname(os.path.abspath(__file__))
-    folders = [os.path.join(here, "solver"), os.path.join(here, "solver", "collisions")]
-    return [
-        os.path.join(solver_cache_folder(), f"{os.path.basename(folder)}_{hashlib.sha1(folder.encode()).hexdigest()}")
-        for folder in folders
-    ]
+    sources = [os.path.join(here, "solver", "kernels.py"), os.path.join(here, "solver", "collisions", "world.py")]
+    return [os.path.join(solver_cache_folder(), _CacheLocator.get_suitable_cache_subpath(f)) for f in sources]
 
 
 def solver_compiled_before() -> bool:
