@@ -79,14 +79,18 @@ def triangles_cross(x, tris, s, t):
 
 
 @njit(**_JIT_PARALLEL)
-def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, extent, groups, per_triangle):
+def _count(
+    x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, extent, groups, per_triangle, kept_at, kept_pairs
+):
     """Crossing pairs per triangle, each pair counted once: from the triangle whose centre cell
     comes first (cells in lexicographic order; by number within one cell). Both triangles of a
     box-overlapping pair find each other (each query's box is grown by the grid's largest
     half-extent), so a query visits only its own cell and the cells after it, half the bucket
     entries of a visit to every neighbour cell (docs/design/cloth_contacts.md, "Cost").
     ``per_triangle[s, 0]``: all crossing pairs; ``[s, 1]``: those the contacts keep apart
-    (:class:`TriangleGroups`)."""
+    (:class:`TriangleGroups`). With ``kept_at`` (T + 1,) non-empty, the prefix sums of a counting
+    run's ``[s, 1]``, the kept pairs are also written to ``kept_pairs[kept_at[s]:]`` (s, t)."""
+    listing = kept_at.shape[0] > 0
     for s in prange(tris.shape[0]):
         count = 0
         kept = 0
@@ -131,6 +135,9 @@ def _count(x, tris, lo, hi, inv, table_size, bucket_start, items, item_cell, ext
                         if triangles_cross(x, tris, s, t):
                             count += 1
                             if _pair_allowed(s, t, groups.cloth, groups.self_ok, groups.cross_ok):
+                                if listing:
+                                    kept_pairs[kept_at[s] + kept, 0] = s
+                                    kept_pairs[kept_at[s] + kept, 1] = t
                                 kept += 1
         per_triangle[s, 0] = count
         per_triangle[s, 1] = kept
@@ -151,6 +158,19 @@ def one_group(n_triangles: int) -> TriangleGroups:
     return TriangleGroups(np.zeros(n_triangles, dtype=np.int64), np.ones(1, dtype=np.bool_), np.ones(1, dtype=np.bool_))
 
 
+_NO_LIST = (np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
+
+
+def _grid(x, tris):
+    nt = tris.shape[0]
+    lo = np.empty((nt, 3))
+    hi = np.empty((nt, 3))
+    primitive_boxes(x, tris, lo, hi)
+    cell = 2.0 * float(np.mean(np.max(hi - lo, axis=1))) or 1e-3  # two edges: 0.69 x the time of one
+    table, bucket, items, item_cell, extent = _hash(lo, hi, cell)
+    return (lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent)
+
+
 def count_crossings(x, tris, groups: TriangleGroups) -> tuple[int, int]:
     """Pairs of triangles (sharing no vertex) of ``tris`` that cross at positions x: all of them,
     and those of them that the contacts keep apart (``groups``): a cloth's own pairs when it
@@ -158,15 +178,27 @@ def count_crossings(x, tris, groups: TriangleGroups) -> tuple[int, int]:
     nt = tris.shape[0]
     if nt < 2:
         return 0, 0
-    lo = np.empty((nt, 3))
-    hi = np.empty((nt, 3))
-    primitive_boxes(x, tris, lo, hi)
-    cell = 2.0 * float(np.mean(np.max(hi - lo, axis=1))) or 1e-3  # two edges: 0.69 x the time of one
-    table, bucket, items, item_cell, extent = _hash(lo, hi, cell)
     per = np.zeros((nt, 2), dtype=np.int64)
-    _count(x, tris, lo, hi, 1.0 / cell, table, bucket, items, item_cell, extent, groups, per)
+    _count(x, tris, *_grid(x, tris), groups, per, *_NO_LIST)
     total, kept = per.sum(axis=0)
     return int(total), int(kept)
+
+
+def guarded_crossing_pairs(x, tris, groups: TriangleGroups) -> np.ndarray:
+    """The crossing triangle pairs (sharing no vertex) that the contacts keep apart (``groups``),
+    as rows (s, t), each pair once."""
+    nt = tris.shape[0]
+    if nt < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    grid = _grid(x, tris)
+    per = np.zeros((nt, 2), dtype=np.int64)
+    _count(x, tris, *grid, groups, per, *_NO_LIST)
+    at = np.zeros(nt + 1, dtype=np.int64)
+    np.cumsum(per[:, 1], out=at[1:])
+    pairs = np.empty((int(at[-1]), 2), dtype=np.int64)
+    if pairs.shape[0]:
+        _count(x, tris, *grid, groups, per, at, pairs)
+    return pairs
 
 
 def count_intersections(x, tris) -> int:
