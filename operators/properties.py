@@ -155,7 +155,7 @@ class SelvedgeObjectSettings(PropertyGroup):
     use_self_collision: BoolProperty(
         name="Self Collision",
         description="Cloth collides with itself (vertex-triangle and edge-edge contacts, kept Thickness apart; "
-        "a frame whose fast folds cross is run again with 2, 4 or 8 times the Substeps)",
+        "a frame whose fast folds cross is untangled, or run again with 2, 4 or 8 times the Substeps)",
         default=False,
     )
     use_cloth_collision: BoolProperty(

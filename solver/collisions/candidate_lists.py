@@ -327,6 +327,25 @@ class CandidateLists:
         for name, value in zip(self._STATE, state):
             setattr(self, name, value)
 
+    def refresh_sides(self, x, moved) -> None:
+        """The pairs with a vertex in ``moved`` (n,) bool take their sides from x: after an
+        untangling (:mod:`.untangle`) the sides remembered while the pair was crossed would push
+        it back through."""
+        c, m = self.cand, self.mesh
+        if c is None:
+            return
+        vt = np.flatnonzero(moved[c.vt_vertex] | touching(moved, m.tris)[c.vt_triangle])
+        if vt.shape[0]:
+            side = np.empty(vt.shape[0])
+            cc.initial_vt_sides(x, m.tris, c.vt_vertex[vt], c.vt_triangle[vt], side)
+            c.vt_side[vt] = side
+        edge_moved = touching(moved, m.edges)
+        ee = np.flatnonzero(edge_moved[c.ee_a] | edge_moved[c.ee_b])
+        if ee.shape[0]:
+            side = np.empty((ee.shape[0], 3))
+            cc.initial_ee_sides(x, m.edges, c.ee_a[ee], c.ee_b[ee], side)
+            c.ee_side[ee] = side
+
     def update(self, x_start, x_pred, inv_mass, stats: dict) -> None:
         """Before a substep's narrow phase (``x_start``: positions at the substep start,
         ``x_pred``: predicted): detect again (all pairs, or the pairs of the vertices that left

@@ -16,10 +16,11 @@ A frame::
                                                ``contact_rounds`` times (the body last)
         velocities, friction
     every cloth checked; one failure rolls every cloth back
-    crossings counted: more guarded ones than at the frame start, or a cloth stretched past its
-        ``refine_stretch_above`` -> every cloth (and the candidate lists) back to the frame start,
-        the frame again at twice the substeps (``crossing_refinements`` / each cloth's
-        ``stretch_refinements`` times)
+    crossings counted: more guarded ones than at the frame start -> untangled (:mod:`.untangle`);
+        still more, or a cloth stretched past its ``refine_stretch_above`` -> every cloth (and the
+        candidate lists) back to the frame start, the frame again at twice the substeps
+        (``crossing_refinements`` / each cloth's ``stretch_refinements`` times)
+    crossed pairs left after the last run: untangled
     every cloth commits
 
 The candidate lists and their windows of substeps: :mod:`.candidate_lists`.
@@ -42,6 +43,7 @@ from . import candidate_search as cs
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
 from .intersections import TriangleGroups, count_crossings
+from .untangle import untangle
 
 #: the narrow phase's reach slack per vertex (``adaptive_slack``): twice how far the last
 #: substep's solve carried the vertex from its prediction at a pass of the cloth contacts, plus
@@ -116,6 +118,17 @@ class CollisionWorld:
     (up to 8 pairs in 6 of 47 frames, or 14 in 28 frames), 8x none (docs/design/cloth_contacts.md,
     "Crossed frames run again").
 
+    ``untangle_rounds``: a frame that ends with crossed pairs the contacts keep apart is
+    untangled (:mod:`.untangle`: intersection contour minimization, each vertex at most the
+    smallest contact distance a round), for up to this many rounds (0 = off). With
+    ``untangle_first`` (the default) that comes before the frame is run again: a frame whose new
+    crossings it undoes is kept, one it does not is run again with more substeps as before, and
+    the last run is untangled too. A crossing the runs at more substeps did not avoid used to stay
+    for good (no contact is active for an edge through a triangle's corner); a landing fold that
+    crossed was run at up to 8 x the substeps (the 48 x 48 garment: 1.6 x the time of untangling
+    first, the 44 x 44: 2.8 x, and a pair left crossed from frame 18 on: docs/design/
+    cloth_contacts.md, "Untangling").
+
     Four rounds by default: a layer squeezed between the body and an outer layer (two sheets
     draped on a sphere, 24 x 24 each) crossed itself in 5 triangle pairs at a crumpled border
     with two rounds, in none with four.
@@ -135,6 +148,8 @@ class CollisionWorld:
         partial_detection: bool = True,
         crossing_refinements: int = 3,
         adaptive_slack: bool = True,
+        untangle_rounds: int = 16,
+        untangle_first: bool = True,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -164,13 +179,19 @@ class CollisionWorld:
         if not (isinstance(crossing_refinements, (int, np.integer)) and 0 <= crossing_refinements <= 4):
             raise ClothInputError(f"crossing_refinements must be an integer from 0 to 4, got {crossing_refinements!r}")
         self.crossing_refinements = int(crossing_refinements)
+        if not (isinstance(untangle_rounds, (int, np.integer)) and untangle_rounds >= 0):
+            raise ClothInputError(f"untangle_rounds must be an integer >= 0, got {untangle_rounds!r}")
+        self.untangle_rounds = int(untangle_rounds)
+        self.untangle_first = bool(untangle_first)
         #: crossing triangle pairs at the end of the last frame (None: not counted yet)
         self._crossings: int | None = None
         self.depenetration_m_s = float(depenetration_m_s)
         self._depenetration_m = 0.0
         self.layer_mass_scale = float(layer_mass_scale)
         self.contact_rounds = int(contact_rounds)
-        self.count_intersections = bool(count_intersections) or self.crossing_refinements > 0
+        self.count_intersections = (
+            bool(count_intersections) or self.crossing_refinements > 0 or self.untangle_rounds > 0
+        )
         self.edge_edge = bool(edge_edge)
 
         sizes = [c.x.shape[0] for c in self.cloths]
@@ -408,6 +429,23 @@ class CollisionWorld:
         self._tick("intersection_count", time.perf_counter() - t0)
         return counts
 
+    def _untangle(self) -> tuple[int, int]:
+        """Untangle the crossed pairs the contacts keep apart (:func:`.untangle.untangle`, each
+        vertex at most the smallest contact distance a round); a fully untangled world's pairs
+        with a moved vertex take their sides from where they now are. Returns the crossing
+        counts afterwards (all, guarded)."""
+        t0 = time.perf_counter()
+        step = float(self.mesh.thickness.min())
+        before, after, rounds, moved = untangle(
+            self.x, self.mesh.tris, self.inv_mass, self._triangle_groups, step, self.untangle_rounds
+        )
+        self.last_stats["untangled_pairs"] += before - after
+        self.last_stats["untangle_rounds"] += rounds
+        if after == 0 and self.lists.cand is not None:
+            self.lists.refresh_sides(self.x, moved)
+        self._tick("untangle", time.perf_counter() - t0)
+        return self._count_crossings()
+
     def _run_frame(self, states, scale: int) -> None:
         """Every cloth's frame phases in lockstep, ``scale`` times the substeps, the world's
         contacts at the sync points (see the module docstring)."""
@@ -513,6 +551,8 @@ class CollisionWorld:
             "edge_edge_active_max": 0,
             "pushes": 0,
             "passes_skipped": 0,
+            "untangled_pairs": 0,
+            "untangle_rounds": 0,
         }
         t_frame = time.perf_counter()
         if self.crossing_refinements and self._crossings is None:
@@ -541,6 +581,9 @@ class CollisionWorld:
             # only crossings the contacts keep apart: a cloth without self-collision folds through
             # itself at any substep count (run again, it paid 4 x and was thrown about)
             crossed = scale < 2**self.crossing_refinements and guarded > (self._crossings or 0)
+            if crossed and self.untangle_first and self.untangle_rounds:
+                crossings, guarded = self._untangle()
+                crossed = guarded > (self._crossings or 0)
             stretched = [c._needs_refinement(s) for c, s in zip(self.cloths, states)]  # (each sets its P95)
             if not (crossed or any(stretched)):
                 break
@@ -551,6 +594,11 @@ class CollisionWorld:
             self._excess[:] = np.nan  # (the run again starts with the whole slack, as a first substep)
             scale *= 2
         self.last_stats["substep_scale"] = scale
+        if guarded and self.untangle_rounds:
+            crossings, guarded = self._untangle()
+        if self.count_intersections:
+            self.last_stats["intersections"] = crossings
+            self.last_stats["intersections_guarded"] = guarded
         if self.crossing_refinements:
             self._crossings = guarded
         if self.lists.cand is not None:

@@ -33,7 +33,9 @@ def _drape(substeps, frames=11, grid=FOLD_CROSSES, **world_kw):
         world.step()
         counts.append(crossing_count(world.x, world.mesh.tris))
         z_min.append(float(world.x[:, 2].min()))
-        scales.append(world.last_stats["substep_scale"])
+        # a frame that crossed: run again (its substep scale), or untangled (-1)
+        untangled = world.last_stats["untangled_pairs"] > 0
+        scales.append(-1 if untangled and world.last_stats["substep_scale"] == 1 else world.last_stats["substep_scale"])
     assert world.last_stats["intersections"] == counts[-1]  # the world's own count agrees
     assert min(z_min) < TORSO_Z1 - 0.2, f"the sheet did not drape: lowest vertex {min(z_min):.3f} m"
     assert np.all(np.isfinite(world.x))
@@ -43,7 +45,15 @@ def _drape(substeps, frames=11, grid=FOLD_CROSSES, **world_kw):
 def test_garment_at_the_default_10_substeps_never_crosses():
     counts, scales, _ = _drape(substeps=10)
     assert max(counts) == 0, f"crossing triangle pairs per frame: {counts}"
-    # the folding frames were run again, and only they: the cost is paid where the fold is
+    # the folding frames were untangled, and only they: the cost is paid where the fold is
+    assert 1 <= sum(s == -1 for s in scales) <= 3, f"substep scale per frame (-1: untangled): {scales}"
+    assert max(scales) == 1, f"substep scale per frame: {scales}"
+
+
+def test_garment_at_10_substeps_run_again_never_crosses():
+    """Without untangling, the folding frames run again at more substeps, and only they."""
+    counts, scales, _ = _drape(substeps=10, untangle_rounds=0)
+    assert max(counts) == 0, f"crossing triangle pairs per frame: {counts}"
     assert 1 <= sum(s > 1 for s in scales) <= 3, f"substep scale per frame: {scales}"
 
 
@@ -59,14 +69,15 @@ def test_garment_fold_on_the_body_never_crosses_at_the_benchs_sizes(grid):
 
 
 def test_garment_at_10_substeps_without_refinement_crosses():
-    """What the refinement answers: the same scene without it keeps crossed pairs."""
-    counts, scales, _ = _drape(substeps=10, crossing_refinements=0)
+    """What the refinement and the untangling answer: the same scene without them keeps crossed
+    pairs."""
+    counts, scales, _ = _drape(substeps=10, crossing_refinements=0, untangle_rounds=0)
     assert max(counts) >= 3, f"crossing triangle pairs per frame: {counts}"
     assert set(scales) == {1}
 
 
 def test_garment_at_24_substeps_never_crosses_without_refinement():
-    counts, _, _ = _drape(substeps=24, crossing_refinements=0)
+    counts, _, _ = _drape(substeps=24, crossing_refinements=0, untangle_rounds=0)
     assert max(counts) == 0, f"crossing triangle pairs per frame: {counts}"
 
 
