@@ -48,6 +48,7 @@ def self_collision_summaries(lines: list[dict]) -> list[dict]:
                 summary[f"{s}_frames_with_crossings_{case}"] = by[s]["frames_with_crossings"]
         summary["selvedge_solver_reported_crossings_max_on"] = on["selvedge"].get("solver_reported_crossings_max")
         summary["selvedge_frames_run_again_on"] = on["selvedge"].get("frames_run_again")
+        summary["selvedge_frames_untangled_on"] = on["selvedge"].get("frames_untangled")
         summary["blender_self_settings"] = {
             k: v for k, v in on["blender_cloth"]["settings"].items() if k.startswith(("self", "collision"))
         }

@@ -516,7 +516,7 @@ def run_selvedge(
         obj, body = made if garment else (made, None)
         rest_world = evaluated_world(obj)
         job = CacheBake(bpy.context, log=quiet)
-        ms, solver_crossings, scales = [], [], []
+        ms, solver_crossings, scales, untangled = [], [], [], []
         while True:
             t0 = time.perf_counter()
             more = job.step()
@@ -524,6 +524,7 @@ def run_selvedge(
             if job.sim.world is not None:
                 solver_crossings.append(job.sim.world.world.last_stats.get("intersections", 0))
                 scales.append(job.sim.world.world.last_stats.get("substep_scale", 1))
+                untangled.append(job.sim.world.world.last_stats.get("untangled_pairs", 0))
             if not more:
                 break
         job.finish()
@@ -565,6 +566,8 @@ def run_selvedge(
             result["solver_reported_crossings_max"] = max(solver_crossings)
             # frames the world ran again with more substeps because they crossed (their time is in ms)
             result["frames_run_again"] = sum(k > 1 for k in scales)
+            # frames whose crossings the world untangled (crossed pairs undone: see untangle.py)
+            result["frames_untangled"] = sum(k > 0 for k in untangled)
     return result
 
 
