@@ -12,6 +12,8 @@ the other's:
   the outer layer rests on the inner one (its vertices keep the pair's gap, half the sum of the
   thicknesses, from the inner mesh and touch it; over the body's top it lies that gap farther
   out); the sidecars record cloth-cloth and self contacts and 0 crossings per frame;
+* the outer one modelled through the inner one (a dent): untangled at the end of the first
+  simulated frame, uncrossed from then on;
 * the outer one opting out (Collide with Cloth off): it falls through the inner one onto the
   body (hundreds of crossing pairs), and the world's own count in the sidecar equals Blender's.
 
@@ -155,6 +157,27 @@ def test_layered_garments_collide_through_one_world_and_never_cross(cache_dir):
         assert stats is not None and stats["intersections_max"] == 0
         assert stats["cloth_cloth_contacts"] == pushing[-1] > 20
     assert pushing_self > 0
+
+
+def test_a_layer_modelled_through_the_other_is_pulled_out_in_its_first_frame(cache_dir):
+    """The outer sheet modelled 8 mm over the inner one with a 2.2 cm dent through it (a
+    modelling slip a TD meets on a dressed character): the world untangles the crossing at the end
+    of the first simulated frame, and no frame after the rest pose crosses (Blender's
+    BVHTree.overlap on the baked caches); the sidecar records the untangled pairs."""
+    body, (inner, outer) = layered_scene()
+    inner.selvedge.use_self_collision = outer.selvedge.use_self_collision = True
+    outer.rotation_euler = (0.0, 0.0, 0.0)
+    outer.location.z = inner.location.z + 0.008
+    for v in outer.data.vertices:
+        v.co.z -= 0.022 * float(np.exp(-(v.co.x**2 + v.co.y**2) / 0.004))
+    assert bpy.ops.selvedge.bake_cache() == {"FINISHED"}
+    crossings, own, _ = layer_measures(inner, outer)
+    assert crossings[0] > 10, crossings  # the rest pose, as modelled
+    assert crossings[1:].tolist() == [0] * (LAST - FIRST), crossings
+    assert own.tolist() == [0] * (LAST - FIRST + 1), own
+    frames = sidecar(outer)["frames"]
+    assert frames[0]["contacts"]["cloth_untangled_pairs"] >= crossings[0] // 2, frames[0]["contacts"]
+    assert [f["contacts"]["cloth_intersections"] for f in frames] == [0] * (LAST - FIRST)
 
 
 def radial_gap_over_top(body, inner, outer):
