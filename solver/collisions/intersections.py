@@ -22,8 +22,10 @@ from .hash_grid import cell_hash, centre_cell, centre_query_cells
 
 
 @njit(inline="always", **_JIT)
-def segment_crosses_triangle(x, p, q, a, b, c):
-    """The open segment x[p] x[q] passes through the triangle x[a] x[b] x[c]."""
+def segment_pierces_triangle(x, p, q, a, b, c):
+    """Where the open segment x[p] x[q] passes through the triangle x[a] x[b] x[c] (Moeller-Trumbore):
+    ``(found, t, u, v)``, the point ``x[p] + t (x[q] - x[p]) = (1 - u - v) x[a] + u x[b] + v x[c]``
+    (zeros when not found)."""
     d0, d1, d2 = x[q, 0] - x[p, 0], x[q, 1] - x[p, 1], x[q, 2] - x[p, 2]
     e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
     e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
@@ -31,18 +33,26 @@ def segment_crosses_triangle(x, p, q, a, b, c):
     det = e10 * h0 + e11 * h1 + e12 * h2
     scale = (abs(e10) + abs(e11) + abs(e12)) * (abs(e20) + abs(e21) + abs(e22)) * (abs(d0) + abs(d1) + abs(d2))
     if abs(det) <= 1e-12 * scale:
-        return False  # parallel or degenerate
+        return False, 0.0, 0.0, 0.0  # parallel or degenerate
     inv = 1.0 / det
     s0, s1, s2 = x[p, 0] - x[a, 0], x[p, 1] - x[a, 1], x[p, 2] - x[a, 2]
     u = (s0 * h0 + s1 * h1 + s2 * h2) * inv
     if u < 0.0 or u > 1.0:
-        return False
+        return False, 0.0, 0.0, 0.0
     k0, k1, k2 = s1 * e12 - s2 * e11, s2 * e10 - s0 * e12, s0 * e11 - s1 * e10
     v = (d0 * k0 + d1 * k1 + d2 * k2) * inv
     if v < 0.0 or u + v > 1.0:
-        return False
+        return False, 0.0, 0.0, 0.0
     t = (e20 * k0 + e21 * k1 + e22 * k2) * inv
-    return 0.0 < t < 1.0
+    if not 0.0 < t < 1.0:
+        return False, 0.0, 0.0, 0.0
+    return True, t, u, v
+
+
+@njit(inline="always", **_JIT)
+def segment_crosses_triangle(x, p, q, a, b, c):
+    """The open segment x[p] x[q] passes through the triangle x[a] x[b] x[c]."""
+    return segment_pierces_triangle(x, p, q, a, b, c)[0]
 
 
 @njit(inline="always", **_JIT)

@@ -29,29 +29,7 @@ from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT
-from .intersections import TriangleGroups, guarded_crossing_pairs
-
-
-@njit(inline="always", **_JIT)
-def _pierce(x, p, q, a, b, c):
-    """Where the open segment x[p] x[q] passes through triangle x[a] x[b] x[c] (Moeller-Trumbore):
-    (found, t along pq, barycentrics (la, lb, lc) of the point in abc)."""
-    d0, d1, d2 = x[q, 0] - x[p, 0], x[q, 1] - x[p, 1], x[q, 2] - x[p, 2]
-    e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
-    e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
-    h0, h1, h2 = d1 * e22 - d2 * e21, d2 * e20 - d0 * e22, d0 * e21 - d1 * e20
-    det = e10 * h0 + e11 * h1 + e12 * h2
-    scale = (abs(e10) + abs(e11) + abs(e12)) * (abs(e20) + abs(e21) + abs(e22)) * (abs(d0) + abs(d1) + abs(d2))
-    if abs(det) <= 1e-12 * scale:
-        return False, 0.0, 0.0, 0.0, 0.0
-    inv = 1.0 / det
-    s0, s1, s2 = x[p, 0] - x[a, 0], x[p, 1] - x[a, 1], x[p, 2] - x[a, 2]
-    u = (s0 * h0 + s1 * h1 + s2 * h2) * inv
-    k0, k1, k2 = s1 * e12 - s2 * e11, s2 * e10 - s0 * e12, s0 * e11 - s1 * e10
-    v = (d0 * k0 + d1 * k1 + d2 * k2) * inv
-    t = (e20 * k0 + e21 * k1 + e22 * k2) * inv
-    found = u >= 0.0 and v >= 0.0 and u + v <= 1.0 and 0.0 < t < 1.0
-    return found, t, 1.0 - u - v, u, v
+from .intersections import TriangleGroups, guarded_crossing_pairs, segment_pierces_triangle
 
 
 @njit(**_JIT)
@@ -128,9 +106,10 @@ def contour_gradient_of_pair(x, tris, inv_mass, s, t, move):
         f = t if side == 0 else s
         for e in range(3):
             p, q = tris[h, e], tris[h, (e + 1) % 3]
-            found, tt, la, lb, lc = _pierce(x, p, q, tris[f, 0], tris[f, 1], tris[f, 2])
+            found, tt, lb, lc = segment_pierces_triangle(x, p, q, tris[f, 0], tris[f, 1], tris[f, 2])
             if not found:
                 continue
+            la = 1.0 - lb - lc
             for d in range(3):
                 P[points, d] = x[p, d] + tt * (x[q, d] - x[p, d])
             # an edge through the other triangle's edge is found from both: keep it once
