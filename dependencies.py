@@ -282,11 +282,12 @@ def compile_solver() -> float:
         world.step([None, corner + (0.0, 0.0, 0.002 * frame * frame)])
     # a frame that ends crossed is untangled (solver/collisions/untangle.py): a vertex of the upper
     # layer pushed through the lower one, on a copy
+    from .solver.collisions.intersections import one_group
     from .solver.collisions.untangle import untangle
 
     crossed = world.x.copy()
     crossed[world.offsets[1] + 14, 2] -= 0.05
-    untangle(crossed, world.mesh.tris, world.inv_mass, world._triangle_groups, 0.002, 2)
+    untangle(crossed, world.mesh.tris, world.inv_mass, one_group(world.mesh.tris.shape[0]), 0.002, 2)
     return time.perf_counter() - t0
 
 

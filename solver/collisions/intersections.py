@@ -194,12 +194,13 @@ def count_crossings(x, tris, groups: TriangleGroups) -> tuple[int, int]:
     return int(total), int(kept)
 
 
-def guarded_crossing_pairs(x, tris, groups: TriangleGroups) -> np.ndarray:
-    """The crossing triangle pairs (sharing no vertex) that the contacts keep apart (``groups``),
-    as rows (s, t), each pair once."""
+def list_crossings(x, tris, groups: TriangleGroups) -> tuple[int, np.ndarray]:
+    """The crossing triangle pairs (sharing no vertex) of ``tris`` at x: how many in all (as
+    :func:`count_crossings`), and those that the contacts keep apart (``groups``) as rows (s, t),
+    each pair once (a second pass of the count, run only when there are any)."""
     nt = tris.shape[0]
     if nt < 2:
-        return np.zeros((0, 2), dtype=np.int64)
+        return 0, np.zeros((0, 2), dtype=np.int64)
     grid = _grid(x, tris)
     per = np.zeros((nt, 2), dtype=np.int64)
     _count(x, tris, *grid, groups, per, *_NO_LIST)
@@ -208,7 +209,7 @@ def guarded_crossing_pairs(x, tris, groups: TriangleGroups) -> np.ndarray:
     pairs = np.empty((int(at[-1]), 2), dtype=np.int64)
     if pairs.shape[0]:
         _count(x, tris, *grid, groups, per, at, pairs)
-    return pairs
+    return int(per[:, 0].sum()), pairs
 
 
 def count_intersections(x, tris) -> int:

@@ -29,7 +29,7 @@ from numba import njit
 
 from .. import _numba_setup  # noqa: F401  (cache directory before any compilation)
 from ._jit import _JIT
-from .intersections import TriangleGroups, guarded_crossing_pairs, segment_pierces_triangle
+from .intersections import TriangleGroups, list_crossings, segment_pierces_triangle
 
 
 @njit(**_JIT)
@@ -38,8 +38,17 @@ def contour_moves(x, tris, inv_mass, pairs, move):
     (:func:`contour_gradient_of_pair` for each crossing pair, rows (s, t) of ``pairs``), on the
     vertices that move (inverse mass > 0). Returns the number of pairs with a contour segment."""
     segments = 0
+    # per piercing point (at most six, two kept): its edge (p, q), tau along it, the pierced
+    # triangle's vertices and the point's barycentrics in it, the point
+    edge = np.empty((6, 2), dtype=np.int64)
+    face = np.empty((6, 3), dtype=np.int64)
+    tau = np.empty(6)
+    lam = np.empty((6, 3))
+    point = np.empty((6, 3))
     for k in range(pairs.shape[0]):
-        segments += contour_gradient_of_pair(x, tris, inv_mass, pairs[k, 0], pairs[k, 1], move)
+        segments += contour_gradient_of_pair(
+            x, tris, inv_mass, pairs[k, 0], pairs[k, 1], move, edge, face, tau, lam, point
+        )
     return segments
 
 
@@ -72,7 +81,7 @@ def _slide_off(x, inv_mass, p, q, tau, face, move):
 
 
 @njit(**_JIT)
-def contour_gradient_of_pair(x, tris, inv_mass, s, t, move):
+def contour_gradient_of_pair(x, tris, inv_mass, s, t, move, edge, face, tau, lam, point):
     """Subtract from ``move`` the gradient of the length of the segment along which triangles s
     and t intersect (rows of movable vertices only); returns 1, or 0 when the crossing is not
     one segment between two piercing points (degenerate: through a vertex; shrunk to a point;
@@ -89,15 +98,9 @@ def contour_gradient_of_pair(x, tris, inv_mass, s, t, move):
 
     (lambda the point's barycentrics in abc: the plane moves by n . sum lambda_i d a_i where the
     point lies, and the point slides along the edge to stay in it). A translation of all five
-    vertices gives d (u . P) = u . delta, as it must."""
+    vertices gives d (u . P) = u . delta, as it must. ``edge``, ``face``, ``tau``, ``lam``,
+    ``point``: scratch rows for the piercing points (:func:`contour_moves`)."""
     points = 0
-    # per point: edge p, q, tau; face a, b, c, barycentrics; the point
-    ep = np.empty(6, dtype=np.int64)
-    eq = np.empty(6, dtype=np.int64)
-    fv = np.empty((6, 3), dtype=np.int64)
-    tau = np.empty(6)
-    lam = np.empty((6, 3))
-    P = np.empty((6, 3))
     size = 0.0
     for d in range(3):
         size += abs(x[tris[s, 1], d] - x[tris[s, 0], d]) + abs(x[tris[t, 1], d] - x[tris[t, 0], d])
@@ -111,37 +114,41 @@ def contour_gradient_of_pair(x, tris, inv_mass, s, t, move):
                 continue
             la = 1.0 - lb - lc
             for d in range(3):
-                P[points, d] = x[p, d] + tt * (x[q, d] - x[p, d])
+                point[points, d] = x[p, d] + tt * (x[q, d] - x[p, d])
             # an edge through the other triangle's edge is found from both: keep it once
             seen = False
             for j in range(points):
-                gap = abs(P[j, 0] - P[points, 0]) + abs(P[j, 1] - P[points, 1]) + abs(P[j, 2] - P[points, 2])
+                gap = (
+                    abs(point[j, 0] - point[points, 0])
+                    + abs(point[j, 1] - point[points, 1])
+                    + abs(point[j, 2] - point[points, 2])
+                )
                 if gap <= 1e-9 * size:
                     seen = True
             if seen:
                 continue
-            ep[points], eq[points], tau[points] = p, q, tt
+            edge[points, 0], edge[points, 1], tau[points] = p, q, tt
             for i in range(3):
-                fv[points, i] = tris[f, i]
+                face[points, i] = tris[f, i]
             lam[points, 0], lam[points, 1], lam[points, 2] = la, lb, lc
             points += 1
     if points == 0:
         return 0
     length = 0.0
     if points == 2:
-        u0, u1, u2 = P[0, 0] - P[1, 0], P[0, 1] - P[1, 1], P[0, 2] - P[1, 2]
+        u0, u1, u2 = point[0, 0] - point[1, 0], point[0, 1] - point[1, 1], point[0, 2] - point[1, 2]
         length = sqrt(u0 * u0 + u1 * u1 + u2 * u2)
     if length <= 1e-9 * size:
-        _slide_off(x, inv_mass, ep[0], eq[0], tau[0], fv[0], move)
+        _slide_off(x, inv_mass, edge[0, 0], edge[0, 1], tau[0], face[0], move)
         return 0
     u0, u1, u2 = u0 / length, u1 / length, u2 / length
     for j in range(2):
         sign = 1.0 if j == 0 else -1.0
-        a, b, c = fv[j, 0], fv[j, 1], fv[j, 2]
+        a, b, c = face[j, 0], face[j, 1], face[j, 2]
         e10, e11, e12 = x[b, 0] - x[a, 0], x[b, 1] - x[a, 1], x[b, 2] - x[a, 2]
         e20, e21, e22 = x[c, 0] - x[a, 0], x[c, 1] - x[a, 1], x[c, 2] - x[a, 2]
         n0, n1, n2 = e11 * e22 - e12 * e21, e12 * e20 - e10 * e22, e10 * e21 - e11 * e20
-        p, q = ep[j], eq[j]
+        p, q = edge[j, 0], edge[j, 1]
         d0, d1, d2 = x[q, 0] - x[p, 0], x[q, 1] - x[p, 1], x[q, 2] - x[p, 2]
         nd = n0 * d0 + n1 * d1 + n2 * d2  # not 0: the segment passed the determinant test
         coef = (u0 * d0 + u1 * d1 + u2 * d2) / nd
@@ -152,7 +159,7 @@ def contour_gradient_of_pair(x, tris, inv_mass, s, t, move):
                 move[v, 1] -= share * w1
                 move[v, 2] -= share * w2
         for i in range(3):
-            v = fv[j, i]
+            v = face[j, i]
             if inv_mass[v] > 0.0:
                 g = sign * lam[j, i] * coef
                 move[v, 0] -= g * n0
@@ -177,21 +184,22 @@ def apply_moves(x, move, h0, moved):
         moved[i] = True
 
 
-def untangle(x, tris, inv_mass, groups: TriangleGroups, step_m: float, iterations: int):
+def untangle(x, tris, inv_mass, groups: TriangleGroups, step_m: float, iterations: int, crossings=None):
     """Move x (in place) by ICM until none of the crossing pairs that the contacts keep apart
     (``groups``) is left, for at most ``iterations`` rounds, each vertex at most ``step_m`` a round.
+    ``crossings``: :func:`.intersections.list_crossings` at x, if the caller has it.
 
-    Returns ``(pairs before, pairs after, rounds run, moved)``: ``moved`` (n,) bool, the vertices
-    it moved."""
+    Returns ``(pairs before, pairs after, rounds run, moved, crossings after)``: ``moved`` (n,)
+    bool, the vertices it moved; ``crossings after``: ``list_crossings`` at the new x."""
     moved = np.zeros(x.shape[0], dtype=np.bool_)
     move = np.zeros_like(x)
-    pairs = guarded_crossing_pairs(x, tris, groups)
-    before = int(pairs.shape[0])
+    crossings = list_crossings(x, tris, groups) if crossings is None else crossings
+    before = int(crossings[1].shape[0])
     rounds = 0
-    while pairs.shape[0] and rounds < iterations:
+    while crossings[1].shape[0] and rounds < iterations:
         move[:] = 0.0
-        contour_moves(x, tris, inv_mass, pairs, move)
+        contour_moves(x, tris, inv_mass, crossings[1], move)
         apply_moves(x, move, step_m, moved)
         rounds += 1
-        pairs = guarded_crossing_pairs(x, tris, groups)
-    return before, int(pairs.shape[0]), rounds, moved
+        crossings = list_crossings(x, tris, groups)
+    return before, int(crossings[1].shape[0]), rounds, moved, crossings

@@ -42,7 +42,7 @@ from ..errors import ClothInputError, SimulationError
 from . import candidate_search as cs
 from . import cloth_contacts as cc
 from .candidate_lists import CandidateLists
-from .intersections import TriangleGroups, count_crossings
+from .intersections import TriangleGroups, list_crossings
 from .untangle import untangle
 
 #: the narrow phase's reach slack per vertex (``adaptive_slack``): twice how far the last
@@ -185,6 +185,8 @@ class CollisionWorld:
         self.untangle_first = bool(untangle_first)
         #: crossing triangle pairs at the end of the last frame (None: not counted yet)
         self._crossings: int | None = None
+        #: the last count of :meth:`_count_crossings` or :meth:`_untangle`: (all, guarded pairs' rows)
+        self._crossed: tuple[int, np.ndarray] = (0, np.zeros((0, 2), dtype=np.int64))
         self.depenetration_m_s = float(depenetration_m_s)
         self._depenetration_m = 0.0
         self.layer_mass_scale = float(layer_mass_scale)
@@ -423,11 +425,12 @@ class CollisionWorld:
                 touching(self.x[o:e], self.body_normal[o:e])
 
     def _count_crossings(self) -> tuple[int, int]:
-        """Crossing triangle pairs at the frame end: all, and those the contacts keep apart."""
+        """Crossing triangle pairs at the frame end: all, and those the contacts keep apart (kept
+        in ``_crossed`` with the latter's list, where an untangling starts from)."""
         t0 = time.perf_counter()
-        counts = count_crossings(self.x, self.mesh.tris, self._triangle_groups)
+        self._crossed = list_crossings(self.x, self.mesh.tris, self._triangle_groups)
         self._tick("intersection_count", time.perf_counter() - t0)
-        return counts
+        return self._crossed[0], self._crossed[1].shape[0]
 
     def _untangle(self) -> tuple[int, int]:
         """Untangle the crossed pairs the contacts keep apart (:func:`.untangle.untangle`, each
@@ -436,15 +439,15 @@ class CollisionWorld:
         counts afterwards (all, guarded)."""
         t0 = time.perf_counter()
         step = float(self.mesh.thickness.min())
-        before, after, rounds, moved = untangle(
-            self.x, self.mesh.tris, self.inv_mass, self._triangle_groups, step, self.untangle_rounds
+        before, after, rounds, moved, self._crossed = untangle(
+            self.x, self.mesh.tris, self.inv_mass, self._triangle_groups, step, self.untangle_rounds, self._crossed
         )
         self.last_stats["untangled_pairs"] += max(before - after, 0)
         self.last_stats["untangle_rounds"] += rounds
         if after == 0 and self.lists.cand is not None:
             self.lists.refresh_sides(self.x, moved)
         self._tick("untangle", time.perf_counter() - t0)
-        return self._count_crossings()
+        return self._crossed[0], after
 
     def _run_frame(self, states, scale: int) -> None:
         """Every cloth's frame phases in lockstep, ``scale`` times the substeps, the world's
@@ -581,7 +584,8 @@ class CollisionWorld:
             # only crossings the contacts keep apart: a cloth without self-collision folds through
             # itself at any substep count (run again, it paid 4 x and was thrown about)
             crossed = scale < 2**self.crossing_refinements and guarded > (self._crossings or 0)
-            if crossed and self.untangle_first and self.untangle_rounds:
+            untangled = crossed and self.untangle_first and self.untangle_rounds > 0
+            if untangled:
                 crossings, guarded = self._untangle()
                 crossed = guarded > (self._crossings or 0)
             stretched = [c._needs_refinement(s) for c, s in zip(self.cloths, states)]  # (each sets its P95)
@@ -594,7 +598,7 @@ class CollisionWorld:
             self._excess[:] = np.nan  # (the run again starts with the whole slack, as a first substep)
             scale *= 2
         self.last_stats["substep_scale"] = scale
-        if guarded and self.untangle_rounds:
+        if guarded and self.untangle_rounds and not untangled:  # (not this run's again)
             crossings, guarded = self._untangle()
         if self.count_intersections:
             self.last_stats["intersections"] = crossings
