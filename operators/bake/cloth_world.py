@@ -87,6 +87,7 @@ class BakeWorld:
             "layer_mass_scale": w.layer_mass_scale,
             "contact_rounds": w.contact_rounds,
             "margin_m": w.margin_m,
+            "detection_margin_m": w.detection_margin_m,
             "edge_edge": w.edge_edge,
         }
 

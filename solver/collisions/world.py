@@ -51,6 +51,14 @@ from .untangle import untangle
 SLACK_FLOOR_M = 0.0005
 SLACK_FACTOR = 2.0
 
+#: the candidate lists' margin is at least this many substeps of depenetration
+#: (``depenetration_m_s`` x the substep): the tolerance of a path is half the margin, and a vertex
+#: pushed out of an old overlap leaves its straight path by up to one substep of depenetration at
+#: once, so with the thickness alone as the margin (1.5 mm: 0.75 mm of tolerance against 2.1 mm
+#: a substep at 10 substeps and 24 fps) such vertices were renewed at nearly every substep
+#: (docs/design/cloth_contacts.md, "The lists' margin apart from the solve's")
+DETECTION_MARGIN_SUBSTEPS = 2.0
+
 
 @dataclass
 class ClothCollision:
@@ -90,9 +98,14 @@ class CollisionWorld:
     ``collisions``: one :class:`ClothCollision` per cloth (default: all on, 4 mm, layer 0).
     ``layer_mass_scale``: how much heavier the lower layer of a contact acts (>= 1; 1 = off).
     ``contact_rounds``: cloth-contact + body-contact passes per iteration (>= 1).
-    ``margin_m``: how much farther than the contact distance a pair is listed (None: the largest
-    thickness; half an edge, the default before, listed every vertex's in-plane neighbours:
-    docs/design/cloth_contacts.md, "Cost"). ``count_intersections``: count the triangle pairs
+    ``margin_m``: how much farther than the contact distance plus their travel the narrow phase may
+    solve a pair (the cap of ``adaptive_slack``; None: the largest thickness; half an edge, the
+    default before, listed every vertex's in-plane neighbours: docs/design/cloth_contacts.md,
+    "Cost"). ``detection_margin_m``: how much farther than the contact distance a pair is listed
+    (None: ``margin_m``, or two substeps of depenetration where that is more,
+    :data:`DETECTION_MARGIN_SUBSTEPS`; at least ``margin_m``): a wider list holds more pairs and
+    lasts longer, and it does not change which pairs the narrow phase solves, which only ever
+    reach ``margin_m``. ``count_intersections``: count the triangle pairs
     (sharing no vertex) that cross each other at every frame end (``last_stats["intersections"]``;
     ``"intersections_guarded"``: those of them the contacts keep apart, i.e. not the pairs of a cloth
     with self-collision off, nor of a cloth that opts out of cloth-cloth collisions).
@@ -150,6 +163,7 @@ class CollisionWorld:
         adaptive_slack: bool = True,
         untangle_rounds: int = 16,
         untangle_first: bool = True,
+        detection_margin_m: float | None = None,
     ):
         self.cloths: list[Cloth] = list(cloths)
         if not self.cloths or not all(isinstance(c, Cloth) for c in self.cloths):
@@ -248,7 +262,17 @@ class CollisionWorld:
         self.margin_m = float(self.mesh.thickness.max()) if margin_m is None else float(margin_m)
         if not (math.isfinite(self.margin_m) and self.margin_m > 0.0):
             raise ClothInputError(f"margin_m must be finite and > 0, got {margin_m}")
-        self.lists = CandidateLists(self.mesh, self.margin_m, edge_len, self.edge_edge, partial_detection)
+        if detection_margin_m is None:
+            substep_s = 1.0 / (self.cloths[0].settings.fps * self.cloths[0].settings.substeps)
+            detection_margin_m = max(self.margin_m, DETECTION_MARGIN_SUBSTEPS * self.depenetration_m_s * substep_s)
+        self.detection_margin_m = float(detection_margin_m)
+        if not (math.isfinite(self.detection_margin_m) and self.detection_margin_m >= self.margin_m):
+            raise ClothInputError(
+                f"detection_margin_m must be finite and at least margin_m ({self.margin_m}), got {detection_margin_m}"
+            )
+        self.lists = CandidateLists(
+            self.mesh, self.detection_margin_m, edge_len, self.edge_edge, partial_detection
+        )
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)
         self._vt_lam = self._ee_lam = np.zeros(0)
         #: per vertex, the outward normals of the body contacts it lies on, refreshed before each

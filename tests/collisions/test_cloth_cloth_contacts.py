@@ -276,9 +276,31 @@ def test_bad_world_input_is_refused():
         CollisionWorld([Cloth(pos, faces)], [ClothCollision(thickness_m=0.0)])
     with pytest.raises(ClothInputError, match="substeps"):
         CollisionWorld([Cloth(pos, faces), Cloth(pos, faces, settings=SolverSettings(substeps=7))])
+    with pytest.raises(ClothInputError, match="detection_margin_m"):
+        CollisionWorld([Cloth(pos, faces)], [ClothCollision(thickness_m=0.004)], detection_margin_m=0.003)
+    with pytest.raises(ClothInputError, match="detection_margin_m"):
+        CollisionWorld([Cloth(pos, faces)], detection_margin_m=float("nan"))
     CollisionWorld([a])
     with pytest.raises(ClothInputError, match="one CollisionWorld"):
         CollisionWorld([a])
+
+
+def test_the_lists_margin_covers_two_substeps_of_depenetration():
+    """The candidate lists' margin: the solve's margin (the thickness), or two substeps of
+    depenetration where that is more (a vertex pushed out of an old overlap moves up to
+    ``depenetration_m_s`` x the substep off its path in one substep)."""
+    pos, faces = _sheet(0.0, n=4)
+    thin = [ClothCollision(thickness_m=0.0015)]
+    world = CollisionWorld([Cloth(pos, faces, settings=SolverSettings(substeps=10, fps=24))], thin)
+    assert world.margin_m == 0.0015
+    assert world.detection_margin_m == pytest.approx(2 * 0.5 / 240)  # 4.17 mm
+    assert world.lists.margin_m == world.detection_margin_m
+    world = CollisionWorld([Cloth(pos, faces, settings=SolverSettings(substeps=20, fps=24))], [ClothCollision()])
+    assert world.detection_margin_m == world.margin_m == 0.004  # 2.08 mm of depenetration: the thickness
+    world = CollisionWorld(
+        [Cloth(pos, faces, settings=SolverSettings(substeps=10, fps=24))], thin, depenetration_m_s=0.25
+    )
+    assert world.detection_margin_m == pytest.approx(2 * 0.25 / 240)
 
 
 def test_pushing_pair_counts_split_cloth_cloth_and_self_per_cloth():
