@@ -17,7 +17,7 @@ the body). Timings: ``contacts_broad_phase``, ``contacts_narrow_phase`` and ``co
 separately (as the Cloth times them), the elastic solve (stretch + shear + bending + tethers)
 for comparison, and the frame total.
 
-    python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 10] [--grid 64] [--repeat 3]
+    python bench/bench_collisions.py [--frames 24] [--settle 24] [--substeps 20] [--grid 64] [--repeat 3]
         [--cases body_mesh_5k,body_sdf_5mm,...]
 """
 
@@ -349,7 +349,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=24, help="timed frames per phase")
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
-    parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default: the solver default)")
+    parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default 20; the solver's own default is 10)")
     parser.add_argument("--grid", type=int, default=64)
     parser.add_argument(
         "--world",
