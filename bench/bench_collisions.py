@@ -349,7 +349,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=24, help="timed frames per phase")
     parser.add_argument("--settle", type=int, default=24, help="untimed frames between the phases")
-    parser.add_argument("--substeps", type=int, default=20, help="solver substeps (default 20; the solver's own default is 10)")
+    parser.add_argument(
+        "--substeps", type=int, default=20, help="solver substeps (default 20; the solver's own default is 10)"
+    )
     parser.add_argument("--grid", type=int, default=64)
     parser.add_argument(
         "--world",

@@ -270,9 +270,7 @@ class CollisionWorld:
             raise ClothInputError(
                 f"detection_margin_m must be finite and at least margin_m ({self.margin_m}), got {detection_margin_m}"
             )
-        self.lists = CandidateLists(
-            self.mesh, self.detection_margin_m, edge_len, self.edge_edge, partial_detection
-        )
+        self.lists = CandidateLists(self.mesh, self.detection_margin_m, edge_len, self.edge_edge, partial_detection)
         self._vt_rows = self._ee_rows = np.zeros(0, dtype=np.int64)
         self._vt_lam = self._ee_lam = np.zeros(0)
         #: per vertex, the outward normals of the body contacts it lies on, refreshed before each
