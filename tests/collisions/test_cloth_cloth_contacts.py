@@ -288,8 +288,9 @@ def test_bad_world_input_is_refused():
 def test_the_lists_margin_covers_two_substeps_of_depenetration():
     """The candidate lists' margin: the solve's margin (the thickness), or two substeps of
     depenetration where that is more (a vertex pushed out of an old overlap moves up to
-    ``depenetration_m_s`` x the substep off its path in one substep)."""
-    pos, faces = _sheet(0.0, n=4)
+    ``depenetration_m_s`` x the substep off its path in one substep), but not past a quarter of
+    the mean edge (a reach near half an edge lists the in-plane neighbours)."""
+    pos, faces = _sheet(0.0, n=4)  # edges of 0.27 m (sides) and 0.38 m (diagonals)
     thin = [ClothCollision(thickness_m=0.0015)]
     world = CollisionWorld([Cloth(pos, faces, settings=SolverSettings(substeps=10, fps=24))], thin)
     assert world.margin_m == 0.0015
@@ -301,6 +302,14 @@ def test_the_lists_margin_covers_two_substeps_of_depenetration():
         [Cloth(pos, faces, settings=SolverSettings(substeps=10, fps=24))], thin, depenetration_m_s=0.25
     )
     assert world.detection_margin_m == pytest.approx(2 * 0.25 / 240)
+    # a fine sheet (1 cm edges) at 5 substeps: 8.3 mm of depenetration, capped at a quarter edge
+    pos, faces = _sheet(0.0, n=41, size=0.4)
+    world = CollisionWorld([Cloth(pos, faces, settings=SolverSettings(substeps=5, fps=24))], thin)
+    edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    edges = np.unique(np.sort(edges, axis=1), axis=0)
+    mean_edge = np.linalg.norm(pos[edges[:, 1]] - pos[edges[:, 0]], axis=1).mean()
+    assert world.detection_margin_m == pytest.approx(0.25 * mean_edge)
+    assert 0.0015 < world.detection_margin_m < 2 * 0.5 / 120
 
 
 def test_pushing_pair_counts_split_cloth_cloth_and_self_per_cloth():
