@@ -606,8 +606,6 @@ class CollisionWorld:
                 )
             if self.count_intersections:
                 crossings, guarded = self._count_crossings()
-                self.last_stats["intersections"] = crossings
-                self.last_stats["intersections_guarded"] = guarded
             # only crossings the contacts keep apart: a cloth without self-collision folds through
             # itself at any substep count (run again, it paid 4 x and was thrown about)
             crossed = scale < 2**self.crossing_refinements and guarded > (self._crossings or 0)
